@@ -53,7 +53,11 @@ class InvalidURL(ValueError):
 
 
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_PCT = re.compile(r"%([0-9A-Fa-f]{2})?")
+# Only escapes that change: lowercase hex, unreserved characters, or a stray "%".
+_PCT = re.compile(
+    r"%(?:([0-9A-Fa-f][a-f]|[a-f][0-9A-Fa-f]|2[DEde]|3[0-9]|4[1-9A-Fa-f]|5[0-9AaFf]"
+    r"|6[1-9A-Fa-f]|7[0-9AaEe])|(?![0-9A-Fa-f]{2}))"
+)
 # ASCII characters WHATWG leaves raw in path/query that RFC 3986 does not allow there.
 _RAW = re.compile(r"[\^|`{}\\ \"<>]")
 _RAW_TABLE = str.maketrans({c: f"%{ord(c):02X}" for c in "^|`{}\\ \"<>"})
@@ -104,7 +108,7 @@ def finish_href(href: str, sort_query: bool = False) -> str:
                 href = href[:start] + netloc + href[slash:]
                 slash = start + len(netloc)
     rest = href[slash:]
-    if "%" in rest:
+    if "%" in rest and _PCT.search(rest):
         rest = _PCT.sub(_pct, rest)
     if _RAW.search(rest):
         rest = rest.translate(_RAW_TABLE)
