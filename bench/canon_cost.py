@@ -56,7 +56,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
     files = sorted(glob.glob(os.path.join(VECTORS, "realpages", "*.html")))
-    pages = [open(f, "rb").read() for f in files]
+    pages = []
+    for f in files:
+        with open(f, "rb") as fh:
+            pages.append(fh.read())
     links = raw_links(pages)
     print(f"{len(links)} links from {len(files)} pages, best of {args.rounds} rounds")
     candidates = {

@@ -268,9 +268,8 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
         resolved = _resolve(raw, base)
         if resolved is None:
             continue
-        if tag == "link":
-            if page.canonical is None:
-                page.canonical = resolved
+        if tag == "link" and page.canonical is None:
+            page.canonical = resolved
         seen_links += 1
         if seen_links > max_links:
             page.truncated = True
