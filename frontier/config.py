@@ -1,0 +1,161 @@
+"""Crawl settings: one typed, commented table of defaults, validated before a crawl starts.
+
+Units are in the names (``_s`` seconds, ``_bytes``), so no setting needs a guess. The whole
+config is stored in Redis when a crawl starts, so a worker that joins later (``trawl worker``)
+runs with exactly the crawl's settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from workers.useragent import DEFAULT_CONTACT
+
+log = logging.getLogger(__name__)
+
+E_BAD_VALUE = "Setting {name}={value!r} is invalid: {why}. Fix it in the config or on the command line."
+E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
+
+
+class ConfigError(ValueError):
+    """A setting that cannot work; the message names the setting and the fix."""
+
+
+@dataclass
+class CrawlConfig:
+    #: Crawl name; every Redis key of the crawl starts with it, so crawls can share a Redis.
+    namespace: str = "trawl"
+    #: Number of partitions P (fixed for the life of a crawl). partition = hash(host) mod P.
+    partitions: int = 64
+
+    # --- politeness --------------------------------------------------------------------
+    #: Minimum delay between two requests to one host. The real web wants seconds.
+    host_delay_s: float = 2.0
+    #: Adaptive delay: k x the last response time (Mercator's rule), bounded by max_delay_s.
+    adaptive_delay_factor: float = 2.0
+    #: Upper bound on the adaptive delay and on a robots.txt Crawl-delay.
+    max_delay_s: float = 60.0
+    #: Requests in flight per IP address at once (0 = no per-IP limit, only per host).
+    ip_concurrency: int = 1
+    #: Minimum delay between two requests to one IP address (per-IP politeness).
+    ip_delay_s: float = 0.0
+
+    # --- fetching ----------------------------------------------------------------------
+    user_agent_contact: str = DEFAULT_CONTACT
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 15.0
+    total_timeout_s: float = 30.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    allowed_content_types: list[str] = field(
+        default_factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"]
+    )
+    #: Fetch private, loopback and link-local addresses (off for the real web; the sandbox
+    #: web turns it on).
+    allow_private_ips: bool = False
+    #: Static host -> IP map consulted before DNS (the sandbox web's resolver).
+    static_hosts: dict[str, str] = field(default_factory=dict)
+    dns_ttl_s: float = 300.0
+
+    # --- robots.txt ----------------------------------------------------------------------
+    robots_ttl_s: float = 86400.0
+    #: How long a 5xx/unreachable robots.txt (disallow all, RFC 9309) is kept before retrying.
+    robots_error_ttl_s: float = 600.0
+
+    # --- retries -------------------------------------------------------------------------
+    max_retries: int = 2
+    #: Backoff before retry n is retry_backoff_s * 2**(n-1), applied to the host's next fetch.
+    retry_backoff_s: float = 1.0
+
+    # --- scope ---------------------------------------------------------------------------
+    #: Hosts or domains allowed (a domain allows its subdomains). Empty = the seeds' hosts.
+    allowed_domains: list[str] = field(default_factory=list)
+    max_depth: int = 50
+    #: Stop admitting new URLs once this many were admitted (0 = unlimited).
+    max_pages: int = 0
+    max_redirects: int = 5
+    max_links_per_page: int = 5000
+
+    # --- URL-seen Bloom filter -------------------------------------------------------------
+    bloom_capacity: int = 10_000_000
+    bloom_error_rate: float = 0.01
+
+    # --- scheduling ----------------------------------------------------------------------
+    #: A URL leaves its host queue only into a lease; an unfinished lease expires after this.
+    lease_ttl_s: float = 120.0
+    #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length).
+    max_inflight: int = 256
+    #: Due URLs (of distinct hosts) carried by one Celery task.
+    task_batch: int = 4
+
+    # --- output --------------------------------------------------------------------------
+    output_dir: str = "trawl-out"
+    warc_max_bytes: int = 1_000_000_000
+    store_warc: bool = True
+
+    def validate(self) -> CrawlConfig:
+        """Raise ConfigError naming the first bad setting; warn on impolite ones."""
+        positive = [
+            "partitions", "max_retries", "lease_ttl_s", "max_inflight", "task_batch",
+            "connect_timeout_s", "read_timeout_s", "total_timeout_s", "max_body_bytes",
+            "bloom_capacity", "max_redirects", "max_links_per_page", "robots_ttl_s",
+        ]
+        for name in positive:
+            value = getattr(self, name)
+            if name == "max_retries":
+                ok = value >= 0
+            else:
+                ok = value > 0
+            if not ok or (isinstance(value, float) and math.isnan(value)):
+                raise ConfigError(E_BAD_VALUE.format(name=name, value=value, why="must be > 0"))
+        for name in ("host_delay_s", "ip_delay_s", "adaptive_delay_factor", "max_delay_s",
+                     "retry_backoff_s", "robots_error_ttl_s"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ConfigError(E_BAD_VALUE.format(name=name, value=value, why="must be >= 0"))
+        if not 0 < self.bloom_error_rate < 0.5:
+            raise ConfigError(E_BAD_VALUE.format(
+                name="bloom_error_rate", value=self.bloom_error_rate, why="must be in (0, 0.5)"))
+        if self.ip_concurrency < 0:
+            raise ConfigError(E_BAD_VALUE.format(
+                name="ip_concurrency", value=self.ip_concurrency, why="must be >= 0"))
+        if self.partitions > 16384:
+            raise ConfigError(E_BAD_VALUE.format(
+                name="partitions", value=self.partitions, why="at most 16384 (Redis slots)"))
+        if not self.namespace or any(c in self.namespace for c in "{} \t\n"):
+            raise ConfigError(E_BAD_VALUE.format(
+                name="namespace", value=self.namespace, why="must be non-empty, no braces/spaces"))
+        if not self.user_agent_contact.startswith(("http://", "https://", "mailto:")):
+            raise ConfigError(E_BAD_VALUE.format(
+                name="user_agent_contact", value=self.user_agent_contact,
+                why="a contact URL (http(s):// or mailto:) is required so sites can reach you"))
+        if self.host_delay_s < 1.0 and not self.allow_private_ips:
+            log.warning("host_delay_s=%.3f is under 1 s: that is going to disturb people on the "
+                        "real web", self.host_delay_s)
+        return self
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CrawlConfig:
+        known = {f.name for f in fields(cls)}
+        for name in data:
+            if name not in known:
+                raise ConfigError(E_UNKNOWN.format(name=name, known=", ".join(sorted(known))))
+        return cls(**data)
+
+    @classmethod
+    def from_json(cls, text: str) -> CrawlConfig:
+        return cls.from_dict(json.loads(text))
+
+    def replace(self, **changes: Any) -> CrawlConfig:
+        data = asdict(self)
+        for name in changes:
+            if name not in data:
+                raise ConfigError(E_UNKNOWN.format(name=name, known=", ".join(sorted(data))))
+        data.update(changes)
+        return CrawlConfig(**data)

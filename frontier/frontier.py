@@ -1,0 +1,285 @@
+"""The frontier in Redis: admission through the Bloom filter, leases of due hosts, completion.
+
+Only this module (through its Lua scripts) changes queues, host politeness times and leases.
+Every call that spans partitions is one pipeline: one round trip, one script per partition.
+
+Invariants (checked by tests/test_frontier.py):
+  * a host is in the ready heap ``r`` iff its queue is non-empty and it holds no lease;
+  * a host holds at most one lease; a leased URL is in ``L``/``D`` and in no queue;
+  * ``queued`` = total length of the host queues, ``inflight`` = number of leases;
+  * a URL leaves its queue only into a lease, and a lease ends only by ``complete`` (which may
+    put the entry back) or ``reap`` (which always puts it back).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import redis
+
+from frontier.bloom import BloomSpec, partition_layers, url_hash
+from frontier.config import CrawlConfig
+from frontier.keys import Keys, ip_partition_of, partition_of
+
+#: Counters kept per partition in ``<prefix>s``; summed for the crawl's status.
+COUNTERS = (
+    "admitted", "seen_rejected", "queued", "inflight", "fetched", "failed", "robots_blocked",
+    "out_of_scope", "redirects", "retries", "robots_fetches", "deferred", "requeued", "stale",
+)
+
+
+def _load_script(client: redis.Redis, name: str) -> Any:
+    source = resources.files("frontier").joinpath("lua", f"{name}.lua").read_text()
+    return client.register_script(source)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A queued URL with its crawl depth, failed attempts so far and redirect hops."""
+
+    url: str
+    depth: int = 0
+    attempts: int = 0
+    hops: int = 0
+
+    def encode(self) -> str:
+        if self.attempts == 0 and self.hops == 0:
+            return f"{self.depth} {self.url}"
+        return f"{self.depth}.{self.attempts}.{self.hops} {self.url}"
+
+    @classmethod
+    def decode(cls, text: str) -> Entry:
+        head, _, url = text.partition(" ")
+        if "." in head:
+            depth, attempts, hops = head.split(".")
+            return cls(url, int(depth), int(attempts), int(hops))
+        return cls(url, int(head))
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    partition: int
+    lease_id: str
+    host: str
+    entry: Entry
+
+    def to_message(self) -> list[Any]:
+        """Compact JSON-able form for a Celery task argument (readable in Flower)."""
+        return [self.entry.url, self.partition, self.lease_id, self.host, self.entry.encode()]
+
+    @classmethod
+    def from_message(cls, msg: Sequence[Any]) -> Lease:
+        _url, partition, lease_id, host, entry = msg
+        return cls(int(partition), str(lease_id), str(host), Entry.decode(str(entry)))
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How a lease ends. ``outcome`` names the counter to increment ('' for none)."""
+
+    lease: Lease
+    next_allowed: float
+    outcome: str
+    requeue: Entry | None = None
+    at_head: bool = False
+
+
+@dataclass(slots=True)
+class AdmitResult:
+    admitted: int = 0
+    rejected: int = 0
+
+
+class Frontier:
+    def __init__(self, client: redis.Redis, config: CrawlConfig) -> None:
+        self.r = client
+        self.config = config
+        self.keys = Keys(config.namespace)
+        self.partitions = config.partitions
+        self.bloom_layers: list[BloomSpec] = partition_layers(
+            config.bloom_capacity, config.bloom_error_rate, config.partitions
+        )
+        self._bloom_args: list[int] = [len(self.bloom_layers)]
+        for spec in self.bloom_layers:
+            self._bloom_args += [spec.blocks, spec.k, spec.capacity]
+        self._admit = _load_script(client, "admit")
+        self._acquire = _load_script(client, "acquire")
+        self._complete = _load_script(client, "complete")
+        self._reap = _load_script(client, "reap")
+        self._ip_acquire = _load_script(client, "ip_acquire")
+        self._ip_release = _load_script(client, "ip_release")
+
+    # -- keys ---------------------------------------------------------------------------
+    def partition(self, host: str) -> int:
+        return partition_of(host, self.partitions)
+
+    # -- admission ------------------------------------------------------------------------
+    def queue_admit(
+        self, pipe: Any, links: Iterable[tuple[str, str, Entry]], now: float | None = None
+    ) -> list[int]:
+        """Add admission scripts for ``links`` ((host, url, entry) triples) to ``pipe``.
+
+        Returns the partitions touched, in the order their replies will appear.
+        """
+        now = time.time() if now is None else now
+        groups: dict[int, list[str]] = defaultdict(list)
+        for host, url, entry in links:
+            block_hash, bit_hash = url_hash(url)
+            groups[partition_of(host, self.partitions)].extend(
+                (host, entry.encode(), block_hash, bit_hash))
+        for p, args in groups.items():
+            self._admit(keys=[self.keys.ready(p)],
+                        args=[self.keys.prefix(p), now, *self._bloom_args, *args], client=pipe)
+        return list(groups)
+
+    def admit(self, links: Iterable[tuple[str, str, Entry]], now: float | None = None) -> AdmitResult:
+        pipe = self.r.pipeline(transaction=False)
+        touched = self.queue_admit(pipe, links, now)
+        result = AdmitResult()
+        for reply in pipe.execute()[: len(touched)]:
+            result.admitted += int(reply[0])
+            result.rejected += int(reply[1])
+        return result
+
+    @staticmethod
+    def admit_totals(replies: Iterable[Any]) -> AdmitResult:
+        result = AdmitResult()
+        for reply in replies:
+            result.admitted += int(reply[0])
+            result.rejected += int(reply[1])
+        return result
+
+    # -- leases -----------------------------------------------------------------------------
+    def acquire(
+        self, per_partition: int, now: float | None = None, partitions: Iterable[int] | None = None
+    ) -> tuple[list[Lease], float | None]:
+        """Lease up to ``per_partition`` due hosts in each partition (one pipeline).
+
+        Returns the leases and the earliest next-allowed time of any host still waiting.
+        """
+        now = time.time() if now is None else now
+        parts = list(range(self.partitions) if partitions is None else partitions)
+        pipe = self.r.pipeline(transaction=False)
+        for p in parts:
+            self._acquire(keys=[self.keys.ready(p)],
+                          args=[self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s],
+                          client=pipe)
+        leases: list[Lease] = []
+        earliest: float | None = None
+        for p, reply in zip(parts, pipe.execute(), strict=True):
+            first = float(reply[0])
+            if first >= 0 and (earliest is None or first < earliest):
+                earliest = first
+            for i in range(1, len(reply), 3):
+                leases.append(Lease(p, _text(reply[i]), _text(reply[i + 1]),
+                                    Entry.decode(_text(reply[i + 2]))))
+        return leases, earliest
+
+    def queue_complete(self, pipe: Any, completions: Iterable[Completion]) -> int:
+        """Add completion scripts to ``pipe``; returns how many replies they add."""
+        groups: dict[int, list[Any]] = defaultdict(list)
+        for c in completions:
+            groups[c.lease.partition].extend([
+                c.lease.lease_id, c.lease.host, repr(c.next_allowed), c.outcome,
+                c.requeue.encode() if c.requeue else "", "h" if c.at_head else "t",
+            ])
+        for p, args in groups.items():
+            self._complete(keys=[self.keys.ready(p)], args=[self.keys.prefix(p), *args],
+                           client=pipe)
+        return len(groups)
+
+    def complete(self, completions: Iterable[Completion]) -> int:
+        """Finish leases; returns how many were stale (already expired and re-queued)."""
+        pipe = self.r.pipeline(transaction=False)
+        n = self.queue_complete(pipe, completions)
+        return sum(int(x) for x in pipe.execute()[:n])
+
+    def reap(self, now: float | None = None, max_per_partition: int = 1000) -> int:
+        """Re-queue every expired lease; returns how many."""
+        now = time.time() if now is None else now
+        pipe = self.r.pipeline(transaction=False)
+        for p in range(self.partitions):
+            self._reap(keys=[self.keys.ready(p)],
+                       args=[self.keys.prefix(p), now, max_per_partition], client=pipe)
+        return sum(int(x) for x in pipe.execute())
+
+    def lease_alive(self, leases: Sequence[Lease]) -> list[bool]:
+        """Whether each lease is still current (not reaped): checked before a fetch."""
+        pipe = self.r.pipeline(transaction=False)
+        for lease in leases:
+            pipe.hget(self.keys.prefix(lease.partition) + "hb", lease.host)
+        return [_text(v) == lease.lease_id if v is not None else False
+                for v, lease in zip(pipe.execute(), leases, strict=True)]
+
+    # -- per-IP politeness --------------------------------------------------------------------
+    def ip_acquire(self, requests: Sequence[tuple[str, str]], now: float | None = None) -> list[float]:
+        """Gate (ip, token) pairs; returns per pair 0.0 (granted) or seconds to wait."""
+        if self.config.ip_concurrency <= 0 or not requests:
+            return [0.0] * len(requests)
+        now = time.time() if now is None else now
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, (ip, _token) in enumerate(requests):
+            groups[ip_partition_of(ip, self.partitions)].append(i)
+        pipe = self.r.pipeline(transaction=False)
+        for ipp, idx in groups.items():
+            prefix = self.keys.ip_prefix(ipp)
+            args: list[Any] = [prefix, now, self.config.ip_concurrency, self.config.lease_ttl_s]
+            for i in idx:
+                args.extend(requests[i])
+            self._ip_acquire(keys=[prefix + "ipn"], args=args, client=pipe)
+        waits = [0.0] * len(requests)
+        for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
+            for i, w in zip(idx, reply, strict=True):
+                waits[i] = float(w)
+        return waits
+
+    def queue_ip_release(self, pipe: Any, releases: Iterable[tuple[str, str, float]]) -> int:
+        if self.config.ip_concurrency <= 0:
+            return 0
+        groups: dict[int, list[Any]] = defaultdict(list)
+        for ip, token, next_allowed in releases:
+            groups[ip_partition_of(ip, self.partitions)].extend([ip, token, repr(next_allowed)])
+        for ipp, args in groups.items():
+            prefix = self.keys.ip_prefix(ipp)
+            self._ip_release(keys=[prefix + "ipn"], args=[prefix, *args], client=pipe)
+        return len(groups)
+
+    # -- robots cache ---------------------------------------------------------------------------
+    def robots_get(self, host: str) -> bytes | None:
+        return self.r.get(self.keys.robots(self.partition(host), host))
+
+    def robots_set(self, host: str, data: bytes, ttl_s: float) -> None:
+        self.r.set(self.keys.robots(self.partition(host), host), data,
+                   px=max(1, int(ttl_s * 1000)))
+
+    # -- status -----------------------------------------------------------------------------------
+    def partition_stats(self) -> list[dict[str, int]]:
+        pipe = self.r.pipeline(transaction=False)
+        for p in range(self.partitions):
+            pipe.hgetall(self.keys.stats(p))
+        out = []
+        for raw in pipe.execute():
+            out.append({_text(k): int(v) for k, v in raw.items() if _text(k) not in _INTERNAL})
+        return out
+
+    def stats(self) -> dict[str, int]:
+        totals = dict.fromkeys(COUNTERS, 0)
+        for part in self.partition_stats():
+            for k, v in part.items():
+                totals[k] = totals.get(k, 0) + v
+        return totals
+
+    def increment(self, pipe: Any, host: str, counter: str, amount: int = 1) -> None:
+        pipe.hincrby(self.keys.stats(self.partition(host)), counter, amount)
+
+
+_INTERNAL = frozenset({"seq", "bloom_layer", "bloom_fill"})
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,39 @@
+-- Finish leases of one partition: release each host with its next allowed time, optionally
+-- put an entry back on the host queue (retry: tail; robots fetched first / deferred: head),
+-- and count the outcome.
+-- KEYS[1] = <prefix>r
+-- ARGV: prefix, then per lease: lease, host, next_allowed, outcome, requeue_entry, where
+--   where = 'h' (head) or 't' (tail); requeue_entry '' = none.
+-- A lease that is no longer current (it expired and was re-queued by reap) is stale: nothing
+-- is changed except the 'stale' counter, so an old owner can never release a host twice.
+-- Returns the number of stale leases.
+local prefix = ARGV[1]
+local ready = KEYS[1]
+local st = prefix .. 's'
+local hb = prefix .. 'hb'
+local stale = 0
+local i = 2
+while i <= #ARGV do
+  local lease, host = ARGV[i], ARGV[i + 1]
+  local nxt = tonumber(ARGV[i + 2])
+  local outcome, requeue, where = ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+  if redis.call('HGET', hb, host) == lease and redis.call('ZSCORE', prefix .. 'D', lease) then
+    redis.call('ZREM', prefix .. 'D', lease)
+    redis.call('HDEL', prefix .. 'L', lease)
+    redis.call('HDEL', hb, host)
+    redis.call('HSET', prefix .. 'hn', host, nxt)
+    redis.call('HINCRBY', st, 'inflight', -1)
+    local q = prefix .. 'q:' .. host
+    if requeue ~= '' then
+      if where == 'h' then redis.call('LPUSH', q, requeue) else redis.call('RPUSH', q, requeue) end
+      redis.call('HINCRBY', st, 'queued', 1)
+    end
+    if outcome ~= '' then redis.call('HINCRBY', st, outcome, 1) end
+    if redis.call('LLEN', q) > 0 then redis.call('ZADD', ready, nxt, host) end
+  else
+    stale = stale + 1
+  end
+  i = i + 6
+end
+if stale > 0 then redis.call('HINCRBY', st, 'stale', stale) end
+return stale
