@@ -1,0 +1,215 @@
+"""robots.txt policy (RFC 9309) on top of protego, built from a fetch outcome.
+
+Status rules (RFC 9309 §2.3.1):
+
+* 2xx: parse the first :data:`ROBOTS_MAX_BYTES` (500 KiB, the RFC's minimum) with protego.
+  A partial last line after the cut is dropped, so a cut ``Disallow: /private`` cannot turn
+  into ``Disallow: /p``. Body decoded as UTF-8 with ``errors="replace"``, BOM stripped.
+* 3xx left after the fetcher's 5 redirects, and 4xx (except 429): "unavailable" in RFC terms,
+  so everything is allowed (``kind="allow_all_4xx"``).
+* 5xx, 429 (Google's choice: a rate limit is the server saying "not now") and no response at
+  all (``status=None``): "unreachable", so everything is disallowed (``kind="unavailable"``)
+  and the policy is kept only ``error_ttl_s`` before a retry (see :func:`ttl_for`).
+* A body protego cannot parse: allow all (``kind="unparseable"``, with ``reason``).
+
+Parsing costs up to ~3 ms for the largest real files (en.wikipedia.org, linkedin.com), so
+parsed rule sets are kept in a small per-process LRU keyed by the xxh64 of the text; a policy
+restored from Redis with :meth:`RobotsPolicy.from_bytes` re-parses only on a cache miss.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import xxhash
+from protego import Protego
+
+from workers.useragent import ROBOTS_TOKEN, user_agent
+
+__all__ = [
+    "ROBOTS_MAX_BYTES",
+    "RobotsPolicy",
+    "robots_command",
+    "ttl_for",
+]
+
+ROBOTS_MAX_BYTES = 500 * 1024
+KINDS = ("parsed", "allow_all_4xx", "unavailable", "unparseable")
+_FORMAT = b"R1"
+_CACHE_SIZE = 256
+
+_cache: OrderedDict[bytes, Protego] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _parse_cached(text: str) -> Protego:
+    """protego parse with a per-process LRU keyed by content hash (raises what protego raises)."""
+    key = xxhash.xxh64_digest(text.encode("utf-8", "surrogatepass"))
+    with _cache_lock:
+        rp = _cache.get(key)
+        if rp is not None:
+            _cache.move_to_end(key)
+            return rp
+    rp = Protego.parse(text)
+    with _cache_lock:
+        _cache[key] = rp
+        if len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return rp
+
+
+def _truncate(body: bytes) -> tuple[bytes, bool]:
+    if len(body) <= ROBOTS_MAX_BYTES:
+        return body, False
+    cut = body[:ROBOTS_MAX_BYTES]
+    nl = max(cut.rfind(b"\n"), cut.rfind(b"\r"))
+    return (cut[: nl + 1] if nl >= 0 else cut), True
+
+
+@dataclass
+class RobotsPolicy:
+    """What robots.txt lets us fetch on one host (scheme+authority)."""
+
+    kind: str
+    text: str = ""
+    reason: str | None = None
+    truncated: bool = False
+    _rp: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_response(
+        cls, status: int | None, body: bytes | None, error: str | None = None
+    ) -> RobotsPolicy:
+        """Policy for a robots.txt fetch: final HTTP status (None = no response), body, error."""
+        if status is None:
+            return cls("unavailable", reason=error or "unreachable")
+        if 200 <= status < 300:
+            return cls.from_text_bytes(body or b"")
+        if status == 429:
+            return cls("unavailable", reason="HTTP 429")
+        if 300 <= status < 500:
+            return cls("allow_all_4xx", reason=f"HTTP {status}")
+        return cls("unavailable", reason=f"HTTP {status}" + (f": {error}" if error else ""))
+
+    @classmethod
+    def from_text_bytes(cls, body: bytes) -> RobotsPolicy:
+        """Parse a robots.txt body (2xx); never raises."""
+        raw, truncated = _truncate(body)
+        text = raw.decode("utf-8", errors="replace")
+        if text.startswith("\ufeff"):
+            text = text[1:]
+        return cls._from_text(text, truncated)
+
+    @classmethod
+    def _from_text(cls, text: str, truncated: bool) -> RobotsPolicy:
+        try:
+            rp = _parse_cached(text)
+        except Exception as exc:  # protego on garbage: allow all, say why
+            return cls("unparseable", text=text, truncated=truncated,
+                       reason=f"{type(exc).__name__}: {exc}"[:200])
+        return cls("parsed", text=text, truncated=truncated, _rp=rp)
+
+    def allowed(self, url: str, agent: str = ROBOTS_TOKEN) -> bool:
+        if self.kind == "unavailable":
+            return False
+        if self.kind != "parsed":
+            return True
+        try:
+            return bool(self._rp.can_fetch(url, agent))
+        except Exception:  # a URL protego chokes on: don't fetch what we can't check
+            return False
+
+    def crawl_delay(self, agent: str = ROBOTS_TOKEN) -> float | None:
+        if self.kind != "parsed":
+            return None
+        try:
+            delay = self._rp.crawl_delay(agent)
+        except Exception:
+            return None
+        return None if delay is None else float(delay)
+
+    def to_bytes(self) -> bytes:
+        """``R1|kind|truncated|reason\\n`` + the (truncated) text, for the Redis cache."""
+        reason = (self.reason or "").replace("\n", " ").replace("\r", " ")
+        head = f"{self.kind}|{int(self.truncated)}|{reason}".encode()
+        return _FORMAT + b"|" + head + b"\n" + self.text.encode("utf-8", "surrogatepass")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RobotsPolicy:
+        head, _, body = data.partition(b"\n")
+        fmt, kind, trunc, reason = head.decode().split("|", 3)
+        if fmt != _FORMAT.decode() or kind not in KINDS:
+            raise ValueError(f"not a serialized RobotsPolicy: {head[:40]!r}")
+        text = body.decode("utf-8", "surrogatepass")
+        if kind == "parsed":
+            policy = cls._from_text(text, trunc == "1")
+            policy.reason = reason or None
+            return policy
+        return cls(kind, text=text, reason=reason or None, truncated=trunc == "1")
+
+
+def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = 86400, error_ttl_s: float = 600) -> float:
+    """How long to cache a policy: errors (5xx/unreachable) are retried soon, the rest daily."""
+    return error_ttl_s if policy.kind == "unavailable" else ok_ttl_s
+
+
+def fetch_policy(url: str, timeout_s: float = 10.0, max_redirects: int = 5) -> RobotsPolicy:
+    """Fetch robots.txt over HTTP(S) and apply the status rules."""
+    import requests  # only the CLI and tests fetch directly; workers use their fetcher
+
+    session = requests.Session()
+    session.max_redirects = max_redirects
+    try:
+        with session.get(url, timeout=timeout_s, stream=True,
+                         headers={"User-Agent": user_agent()}) as resp:
+            body = bytearray()
+            if 200 <= resp.status_code < 300:
+                for chunk in resp.iter_content(65536):
+                    body += chunk
+                    if len(body) > ROBOTS_MAX_BYTES:
+                        break
+            return RobotsPolicy.from_response(resp.status_code, bytes(body), None)
+    except requests.TooManyRedirects as exc:
+        return RobotsPolicy.from_response(310, None, str(exc))
+    except requests.RequestException as exc:
+        return RobotsPolicy.from_response(None, None, f"{type(exc).__name__}: {exc}")
+    finally:
+        session.close()
+
+
+def robots_command(
+    source: str, urls: list[str], agent: str = ROBOTS_TOKEN, as_json: bool = False,
+    out: IO[str] = sys.stdout,
+) -> int:
+    """``trawl robots SOURCE URL...``: SOURCE is a robots.txt file or an http(s) URL.
+
+    Prints one line per URL (``allowed``/``disallowed`` and the crawl-delay), or with
+    ``as_json`` one JSON object per line. Returns the exit code (2 if SOURCE is unreadable).
+    """
+    if source.startswith(("http://", "https://")):
+        policy = fetch_policy(source)
+    else:
+        try:
+            with open(source, "rb") as fh:
+                body = fh.read(ROBOTS_MAX_BYTES + 1)
+        except OSError as exc:
+            print(f"trawl robots: cannot read {source}: {exc}", file=sys.stderr)
+            return 2
+        policy = RobotsPolicy.from_response(200, body, None)
+    delay = policy.crawl_delay(agent)
+    if not as_json:
+        note = f" ({policy.reason})" if policy.reason else ""
+        print(f"# {source}: {policy.kind}{note}, agent {agent!r}", file=out)
+    for url in urls:
+        ok = policy.allowed(url, agent)
+        if as_json:
+            print(json.dumps({"url": url, "allowed": ok, "crawl_delay": delay}), file=out)
+        else:
+            shown = "none" if delay is None else f"{delay:g}s"
+            print(f"{'allowed   ' if ok else 'disallowed'} {url}  crawl-delay={shown}", file=out)
+    return 0
