@@ -81,6 +81,10 @@ class RobotsPolicy:
     truncated: bool = False
     _rp: Any = field(default=None, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        if self.reason:  # one line, so to_bytes() can keep it in its header
+            self.reason = self.reason.replace("\r", " ").replace("\n", " ")
+
     @classmethod
     def from_response(
         cls, status: int | None, body: bytes | None, error: str | None = None

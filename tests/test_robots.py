@@ -1,0 +1,190 @@
+"""workers.robots: protego's own cases, real files, RFC 9309 status rules, cache, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from workers import robots as robots_mod
+from workers.robots import ROBOTS_MAX_BYTES, RobotsPolicy, robots_command, ttl_for
+
+VECTORS = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
+REAL = VECTORS / "robots_real"
+CASES = VECTORS / "protego_data" / "protego_can_fetch_cases.json"
+
+pytestmark = pytest.mark.skipif(not CASES.exists(), reason="test vectors not present")
+
+
+def test_protego_can_fetch_cases() -> None:
+    cases = json.loads(CASES.read_text())["cases"]
+    assert len(cases) == 378
+    wrong = []
+    for c in cases:
+        policy = RobotsPolicy.from_response(200, c["robots_txt"].encode(), None)
+        if policy.allowed(c["url"], c["user_agent"]) != c["allowed"]:
+            wrong.append(c["name"])
+    assert wrong == []
+
+
+def test_real_files_parse_and_answer() -> None:
+    files = sorted(REAL.iterdir())
+    assert len(files) == 12
+    for f in files:
+        policy = RobotsPolicy.from_response(200, f.read_bytes(), None)
+        assert policy.kind == "parsed", f.name
+        assert not policy.text.startswith("\ufeff")
+    wiki = RobotsPolicy.from_response(200, (REAL / "en.wikipedia.org").read_bytes())
+    assert wiki.allowed("https://en.wikipedia.org/wiki/Main_Page")
+    assert not wiki.allowed("https://en.wikipedia.org/w/index.php?title=Special:Search")
+    assert not wiki.allowed("https://en.wikipedia.org/wiki/Special:Random")
+    assert wiki.crawl_delay("trawl") is None  # only mentioned in a comment there
+    twitter = RobotsPolicy.from_response(200, (REAL / "twitter.com").read_bytes())
+    assert twitter.crawl_delay("trawl") == 1.0
+    github = RobotsPolicy.from_response(200, (REAL / "github.com").read_bytes())
+    assert not github.allowed("https://github.com/", "trawl")
+    google = RobotsPolicy.from_response(200, (REAL / "www.google.com").read_bytes())
+    assert not google.allowed("https://www.google.com/search?q=x")
+    assert google.allowed("https://www.google.com/")
+
+
+@pytest.mark.parametrize("status,kind,allowed", [
+    (200, "parsed", False), (204, "parsed", True), (404, "allow_all_4xx", True),
+    (403, "allow_all_4xx", True), (310, "allow_all_4xx", True), (429, "unavailable", False),
+    (500, "unavailable", False), (503, "unavailable", False), (None, "unavailable", False),
+])
+def test_status_rules(status: int | None, kind: str, allowed: bool) -> None:
+    body = b"User-agent: *\nDisallow: /\n" if status != 204 else b""
+    policy = RobotsPolicy.from_response(status, body, "timeout" if status is None else None)
+    assert policy.kind == kind
+    assert policy.allowed("http://h/x") is allowed
+    assert ttl_for(policy) == (600 if kind == "unavailable" else 86400)
+    assert ttl_for(policy, ok_ttl_s=5, error_ttl_s=1) == (1 if kind == "unavailable" else 5)
+
+
+def test_truncation_at_500_kib() -> None:
+    filler = b"# " + b"x" * 1000 + b"\n"
+    body = b"User-agent: *\n" + filler * 600 + b"Disallow: /late\n"
+    policy = RobotsPolicy.from_response(200, body, None)
+    assert policy.truncated and len(policy.text.encode()) <= ROBOTS_MAX_BYTES
+    assert policy.allowed("http://h/late")  # the rule after 500 KiB is not seen
+    # a cut mid-line drops the partial line instead of shortening a rule
+    cut = b"User-agent: *\n" + b"#" * (ROBOTS_MAX_BYTES - 20) + b"\nDisallow: /private-area\n"
+    policy = RobotsPolicy.from_response(200, cut, None)
+    assert policy.allowed("http://h/p")
+    head = b"User-agent: *\nDisallow: /late\n"
+    assert not RobotsPolicy.from_response(200, head, None).allowed("http://h/late")
+
+
+@pytest.mark.parametrize("body", [
+    b"\x00\xff\xfe" * 1000, bytes(range(256)) * 64, b"\xef\xbb\xbf", b"<html><body>404</body>",
+    b"User-agent: *\nDisallow: /\xff\xfe\n", b"Disallow: /\n" * 50_000,
+])
+def test_garbage_never_raises(body: bytes) -> None:
+    policy = RobotsPolicy.from_response(200, body, None)
+    assert policy.kind in ("parsed", "unparseable")
+    policy.allowed("http://h/x")
+    policy.crawl_delay("trawl")
+
+
+def test_protego_error_is_unparseable(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(text: str) -> None:
+        raise ValueError("bad robots")
+
+    monkeypatch.setattr(robots_mod.Protego, "parse", boom)
+    policy = RobotsPolicy.from_response(200, b"User-agent: *\nDisallow: /never-seen-before\n")
+    assert policy.kind == "unparseable" and "bad robots" in (policy.reason or "")
+    assert policy.allowed("http://h/never-seen-before")
+
+
+def test_serialization_round_trip() -> None:
+    for policy in [
+        RobotsPolicy.from_response(200, (REAL / "twitter.com").read_bytes()),
+        RobotsPolicy.from_response(404, b"", None),
+        RobotsPolicy.from_response(None, None, "connection refused\nreally"),
+    ]:
+        data = policy.to_bytes()
+        back = RobotsPolicy.from_bytes(data)
+        assert back == policy
+        assert back.kind == policy.kind and back.reason == policy.reason
+        for url in ("https://twitter.com/", "https://twitter.com/search?q=a"):
+            assert back.allowed(url) == policy.allowed(url)
+        assert back.crawl_delay("trawl") == policy.crawl_delay("trawl")
+    with pytest.raises(ValueError):
+        RobotsPolicy.from_bytes(b"nonsense")
+
+
+def test_cli_on_file() -> None:
+    out = io.StringIO()
+    rc = robots_command(str(REAL / "twitter.com"),
+                        ["https://twitter.com/", "https://twitter.com/search?q=x"],
+                        "trawl", True, out=out)
+    assert rc == 0
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert rows == [
+        {"url": "https://twitter.com/", "allowed": True, "crawl_delay": 1.0},
+        {"url": "https://twitter.com/search?q=x", "allowed": False, "crawl_delay": 1.0},
+    ]
+    out = io.StringIO()
+    assert robots_command(str(REAL / "twitter.com"), ["https://twitter.com/search?q=x"],
+                          "trawl", False, out=out) == 0
+    assert "disallowed https://twitter.com/search?q=x" in out.getvalue()
+    assert robots_command("/nonexistent/robots.txt", ["http://h/"], "trawl", False,
+                          out=io.StringIO()) == 2
+
+
+class _Handler(BaseHTTPRequestHandler):
+    routes: ClassVar[dict[str, tuple[int, bytes]]] = {
+        "/robots.txt": (200, b"User-agent: *\nDisallow: /private\nCrawl-delay: 2.5\n"),
+        "/gone/robots.txt": (404, b"not found"),
+        "/down/robots.txt": (503, b"busy"),
+    }
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/loop"):
+            self.send_response(302)
+            self.send_header("Location", self.path + "x")
+            self.end_headers()
+            return
+        status, body = self.routes.get(self.path, (404, b""))
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server():
+    httpd = HTTPServer(("127.0.0.1", 0), _Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_cli_on_url(server: str) -> None:
+    def run(path: str, url: str) -> dict:
+        out = io.StringIO()
+        assert robots_command(server + path, [url], "trawl", True, out=out) == 0
+        return json.loads(out.getvalue())
+
+    assert run("/robots.txt", server + "/private/x") == {
+        "url": server + "/private/x", "allowed": False, "crawl_delay": 2.5}
+    assert run("/robots.txt", server + "/public")["allowed"] is True
+    assert run("/gone/robots.txt", server + "/private/x")["allowed"] is True
+    assert run("/down/robots.txt", server + "/public")["allowed"] is False
+    assert run("/loop", server + "/public")["allowed"] is True  # > 5 redirects: RFC "unavailable"
+    # nothing listening: unreachable, disallow all
+    assert robots_command("http://127.0.0.1:9/robots.txt", ["http://127.0.0.1:9/"], "trawl",
+                          True, out=(out := io.StringIO())) == 0
+    assert json.loads(out.getvalue())["allowed"] is False
