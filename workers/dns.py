@@ -1,0 +1,340 @@
+"""Host name resolution for the fetch path: a static map, a TTL cache, and an address guard.
+
+The crawler resolves names itself (instead of letting urllib3 call ``getaddrinfo`` on every new
+connection) so that politeness can be enforced per IP, the sandbox web can plug in its own
+host -> IP map, and every address is checked against :func:`is_forbidden_ip` before any
+connection is made (SSRF guard: a page must not make the crawler fetch from 10.0.0.1 or ::1).
+
+``DNSError`` subclasses :class:`OSError`, so code that treats "network problems" as ``OSError``
+catches it too; its ``kind`` attribute is a short machine-readable class.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CachingResolver",
+    "DNSError",
+    "ForbiddenAddressError",
+    "Resolver",
+    "is_forbidden_ip",
+    "normalize_host",
+    "system_lookup",
+]
+
+
+class DNSError(OSError):
+    """A name could not be resolved to a usable address.
+
+    ``kind`` is one of ``"nxdomain"`` (name or address family does not exist), ``"temporary"``
+    (resolver said try again), ``"no_address"`` (no usable A/AAAA record), ``"forbidden"``
+    (only forbidden addresses, see :class:`ForbiddenAddressError`), ``"invalid"`` (not a host
+    name), ``"error"`` (anything else).
+    """
+
+    def __init__(self, reason: str, host: str = "", kind: str = "error") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.host = host
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({self.host})" if self.host else self.reason
+
+
+class ForbiddenAddressError(DNSError):
+    """The name resolved only to addresses the crawler must not connect to."""
+
+    def __init__(self, reason: str, host: str = "") -> None:
+        super().__init__(reason, host, kind="forbidden")
+
+
+# IPv4 ranges Python's ``ipaddress`` flags do not all cover on every version.
+_EXTRA_FORBIDDEN_V4 = (
+    ipaddress.ip_network("0.0.0.0/8"),  # "this network"
+    ipaddress.ip_network("100.64.0.0/10"),  # carrier-grade NAT (RFC 6598)
+    ipaddress.ip_network("192.0.0.0/24"),  # IETF protocol assignments
+    ipaddress.ip_network("198.18.0.0/15"),  # benchmarking
+    ipaddress.ip_network("255.255.255.255/32"),
+)
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _v4_forbidden(addr: ipaddress.IPv4Address) -> bool:
+    return (
+        addr.is_private
+        or addr.is_loopback
+        or addr.is_link_local
+        or addr.is_multicast
+        or addr.is_reserved
+        or addr.is_unspecified
+        or not addr.is_global
+        or any(addr in net for net in _EXTRA_FORBIDDEN_V4)
+    )
+
+
+def is_forbidden_ip(ip: str, allow_private: bool) -> bool:
+    """True if the crawler must not connect to ``ip``.
+
+    Forbidden: private, loopback, link-local, multicast, reserved, unspecified, CGNAT and other
+    non-global ranges, for IPv4 and IPv6. IPv6 forms that embed an IPv4 address (IPv4-mapped
+    ``::ffff:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4, Teredo) are judged by the embedded
+    address as well. Unparsable strings are forbidden. ``allow_private=True`` (the sandbox
+    web) allows everything that parses.
+    """
+    try:
+        addr = ipaddress.ip_address(ip.split("%", 1)[0])  # drop an IPv6 zone id
+    except ValueError:
+        return True
+    if allow_private:
+        return False
+    if isinstance(addr, ipaddress.IPv4Address):
+        return _v4_forbidden(addr)
+    embedded: list[ipaddress.IPv4Address] = []
+    if addr.ipv4_mapped is not None:
+        embedded.append(addr.ipv4_mapped)
+    if addr.sixtofour is not None:
+        embedded.append(addr.sixtofour)
+    if addr.teredo is not None:
+        embedded.extend(addr.teredo)
+    if addr in _NAT64:
+        embedded.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
+    if any(_v4_forbidden(v4) for v4 in embedded):
+        return True
+    if addr.ipv4_mapped is not None:
+        return False  # judged entirely by its IPv4 address
+    return (
+        addr.is_private
+        or addr.is_loopback
+        or addr.is_link_local
+        or addr.is_site_local
+        or addr.is_multicast
+        or addr.is_reserved
+        or addr.is_unspecified
+        or not addr.is_global
+    )
+
+
+def normalize_host(host: str) -> str:
+    """Lower-case, strip one trailing dot and IPv6 brackets: the cache key for a host."""
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host.endswith("."):
+        host = host[:-1]
+    return host
+
+
+def system_lookup(host: str) -> list[str]:
+    """All addresses the system resolver returns for ``host``, IPv4 first, duplicates removed.
+
+    Raises :class:`DNSError`. ``getaddrinfo`` has no timeout argument: its time is bounded by
+    the system resolver configuration (``/etc/resolv.conf`` ``timeout``/``attempts``).
+    """
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as e:
+        kind = {
+            socket.EAI_NONAME: "nxdomain",
+            socket.EAI_AGAIN: "temporary",
+        }.get(e.errno, "error")
+        if getattr(socket, "EAI_NODATA", None) == e.errno:
+            kind = "nxdomain"
+        raise DNSError(f"lookup failed: {e.strerror or e}", host, kind) from e
+    except (UnicodeError, ValueError) as e:
+        raise DNSError(f"invalid host name: {e}", host, "invalid") from e
+    except OSError as e:
+        raise DNSError(f"lookup failed: {e}", host) from e
+    v4: list[str] = []
+    v6: list[str] = []
+    for family, _type, _proto, _canon, sockaddr in infos:
+        ip = str(sockaddr[0])
+        target = v4 if family == socket.AF_INET else v6
+        if family in (socket.AF_INET, socket.AF_INET6) and ip not in target:
+            target.append(ip)
+    return v4 + v6
+
+
+class Resolver:
+    """Interface of a resolver: ``resolve(host)`` returns one IP string or raises DNSError."""
+
+    def resolve(self, host: str) -> str:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class _Entry:
+    expires: float
+    ip: str | None
+    error: DNSError | None
+
+
+@dataclass
+class _Pending:
+    """A lookup in progress; later askers for the same name wait on it (coalescing)."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    ip: str | None = None
+    error: DNSError | None = None
+
+
+class CachingResolver(Resolver):
+    """Static map, then a TTL/LRU cache in front of the system resolver.
+
+    * ``static`` entries (the sandbox web's host -> IP map) never expire and are not counted
+      as cache entries.
+    * Successful answers live ``ttl_s``, failures ``negative_ttl_s`` (negative caching).
+      The cache holds at most ``max_entries`` names (least recently used evicted).
+    * Thread-safe; concurrent lookups of one uncached name make one system lookup.
+    * Of the returned addresses the first allowed one is used, IPv4 preferred; if all are
+      forbidden (see :func:`is_forbidden_ip`) a :class:`ForbiddenAddressError` is raised.
+      IP literals are returned as they are, after the same check.
+    * Counters: ``hits`` (static or cached answers, including cached failures), ``misses``
+      (system lookups made), ``failures`` (system lookups that failed), ``coalesced``
+      (callers that waited on another thread's lookup).
+
+    ``clock`` and ``lookup`` are injectable for tests.
+    """
+
+    def __init__(
+        self,
+        ttl_s: float = 300.0,
+        negative_ttl_s: float = 60.0,
+        max_entries: int = 100_000,
+        static: dict[str, str] | None = None,
+        allow_private: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        lookup: Callable[[str], list[str]] = system_lookup,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self.negative_ttl_s = negative_ttl_s
+        self.max_entries = max_entries
+        self.allow_private = allow_private
+        self._clock = clock
+        self._lookup = lookup
+        self._static: dict[str, str] = {normalize_host(h): ip for h, ip in (static or {}).items()}
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._pending: dict[str, _Pending] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        self.failures = 0
+        self.coalesced = 0
+
+    # -- configuration -------------------------------------------------------------------
+    def add_static(self, mapping: dict[str, str]) -> None:
+        """Add or replace static entries (never expire)."""
+        with self._lock:
+            for h, ip in mapping.items():
+                self._static[normalize_host(h)] = ip
+
+    def invalidate(self, host: str) -> None:
+        """Forget the cached answer for ``host`` (static entries are kept)."""
+        with self._lock:
+            self._cache.pop(normalize_host(host), None)
+
+    def clear(self) -> None:
+        """Forget all cached answers (static entries are kept)."""
+        with self._lock:
+            self._cache.clear()
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    # -- resolution ----------------------------------------------------------------------
+    def _checked(self, host: str, ip: str) -> str:
+        if is_forbidden_ip(ip, self.allow_private):
+            raise ForbiddenAddressError(f"forbidden address {ip}", host)
+        return ip
+
+    def _choose(self, host: str, addresses: list[str]) -> str:
+        if not addresses:
+            raise DNSError("no address records", host, "no_address")
+        for ip in addresses:
+            if not is_forbidden_ip(ip, self.allow_private):
+                return ip
+        raise ForbiddenAddressError(f"forbidden address {addresses[0]}", host)
+
+    def resolve(self, host: str) -> str:
+        """One IP string for ``host``; raises :class:`DNSError` (or its Forbidden subclass)."""
+        name = normalize_host(host)
+        if not name:
+            raise DNSError("empty host name", host, "invalid")
+        try:
+            ipaddress.ip_address(name.split("%", 1)[0])
+        except ValueError:
+            pass
+        else:
+            return self._checked(name, name)
+
+        with self._lock:
+            static = self._static.get(name)
+            if static is not None:
+                self.hits += 1
+            else:
+                now = self._clock()
+                entry = self._cache.get(name)
+                if entry is not None and entry.expires > now:
+                    self._cache.move_to_end(name)
+                    self.hits += 1
+                    if entry.error is not None:
+                        raise _fresh(entry.error)
+                    assert entry.ip is not None
+                    return entry.ip
+                pending = self._pending.get(name)
+                owner = pending is None
+                if pending is None:
+                    pending = _Pending()
+                    self._pending[name] = pending
+                    self.misses += 1
+                else:
+                    self.coalesced += 1
+        if static is not None:
+            return self._checked(name, static)
+
+        if not owner:
+            pending.done.wait()
+            if pending.error is not None:
+                raise _fresh(pending.error)
+            assert pending.ip is not None
+            return pending.ip
+
+        ip: str | None = None
+        error: DNSError | None = None
+        try:
+            ip = self._choose(name, self._lookup(name))
+        except DNSError as e:
+            error = e
+        except Exception as e:  # a broken injected lookup must not wedge waiters
+            error = DNSError(f"lookup failed: {e!r}", name)
+        with self._lock:
+            if error is not None and not isinstance(error, ForbiddenAddressError):
+                self.failures += 1
+            ttl = self.negative_ttl_s if error is not None and error.kind != "forbidden" else (
+                self.ttl_s
+            )
+            self._cache[name] = _Entry(self._clock() + ttl, ip, error)
+            self._cache.move_to_end(name)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+            pending.ip, pending.error = ip, error
+            del self._pending[name]
+        pending.done.set()
+        if error is not None:
+            raise _fresh(error)
+        assert ip is not None
+        return ip
+
+
+def _fresh(error: DNSError) -> DNSError:
+    """A new exception equal to a cached one (re-raising one instance grows its traceback)."""
+    if isinstance(error, ForbiddenAddressError):
+        return ForbiddenAddressError(error.reason, error.host)
+    return DNSError(error.reason, error.host, error.kind)
