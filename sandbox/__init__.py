@@ -1,1 +1,25 @@
+"""A deterministic, seeded web of many hosts on loopback (DESIGN.md, "The sandbox web")."""
 
+from .config import SandboxConfig
+from .graph import Link, PageSpec
+from .handle import SandboxWeb
+from .layout import Special, SpecialKind
+from .requestlog import LogEntry, read_log
+from .robots import ROBOTS_PARSE_LIMIT, RobotsKind
+from .site import Reply, SandboxSite, canonical_url
+
+__all__ = [
+    "ROBOTS_PARSE_LIMIT",
+    "Link",
+    "LogEntry",
+    "PageSpec",
+    "Reply",
+    "RobotsKind",
+    "SandboxConfig",
+    "SandboxSite",
+    "SandboxWeb",
+    "Special",
+    "SpecialKind",
+    "canonical_url",
+    "read_log",
+]

@@ -1,0 +1,43 @@
+"""Configuration of the sandbox web: sizes, seed and the timing knobs of its special hosts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Everything the generated web depends on. Same config (and port) → same web, byte for byte."""
+
+    seed: int = 1
+    hosts: int = 200
+    pages_per_host: int = 100
+    #: Distinct loopback addresses (127.0.x.y); hosts are spread over them so names share IPs.
+    ips: int = 50
+    #: ``Crawl-delay`` written by the crawl-delay robots variant (fractional keeps tests quick).
+    crawl_delay_s: float = 0.5
+    #: Delay before the slow robots.txt answers.
+    robots_slow_s: float = 1.0
+    #: Delay of slow pages.
+    slow_page_s: float = 1.5
+    #: How long every request to the hanging host sleeps before answering.
+    hang_s: float = 30.0
+    #: Size the oversized robots.txt reaches (must exceed ROBOTS_PARSE_LIMIT).
+    oversized_robots_bytes: int = 600 * 1024
+    #: Rendered pages kept in memory by the server.
+    page_cache: int = 4096
+    #: Host names are ``h{index:03d}.{domain}``.
+    domain: str = "sandbox.test"
+
+    def __post_init__(self) -> None:
+        if self.hosts < 12:
+            raise ValueError(f"hosts={self.hosts}: need at least 12 so every special host exists")
+        if self.pages_per_host < 20:
+            raise ValueError(f"pages_per_host={self.pages_per_host}: need at least 20")
+        if not 1 <= self.ips <= self.hosts:
+            raise ValueError(f"ips={self.ips}: must be between 1 and hosts={self.hosts}")
+        if self.ips > 250 * 250:
+            raise ValueError(f"ips={self.ips}: at most 62500 loopback addresses are generated")
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)

@@ -1,0 +1,114 @@
+"""SandboxWeb: run the sandbox server as a child process for tests, benchmarks and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .config import SandboxConfig
+from .requestlog import LogEntry, read_log
+from .site import SandboxSite
+
+E_CHILD_DIED = "sandbox server exited with code {code} before listening; its stderr:\n{err}"
+E_TIMEOUT = "sandbox server did not report its port within {t:.0f} s; its stderr:\n{err}"
+
+
+class SandboxWeb:
+    """``with SandboxWeb(config, log_path) as web:`` → a running server; stopped on exit."""
+
+    def __init__(self, config: SandboxConfig, log_path: str | Path, *, port: int = 0,
+                 start_timeout_s: float = 30.0) -> None:
+        self.config = config
+        self.log_path = Path(log_path)
+        self._port_arg = port
+        self._start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
+        self.port = 0
+        self.resolver_map: dict[str, str] = {}
+        self.seeds: list[str] = []
+        self.site: SandboxSite | None = None
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None, "not started"
+        return self._proc.pid
+
+    def _argv(self) -> list[str]:
+        c = self.config
+        return [sys.executable, "-m", "sandbox", "--seed", str(c.seed), "--hosts", str(c.hosts),
+                "--pages-per-host", str(c.pages_per_host), "--ips", str(c.ips),
+                "--crawl-delay", str(c.crawl_delay_s), "--robots-slow", str(c.robots_slow_s),
+                "--slow-page", str(c.slow_page_s), "--hang", str(c.hang_s),
+                "--log", str(self.log_path), "--port", str(self._port_arg)]
+
+    def _stderr_text(self) -> str:
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")[-4000:]
+
+    def start(self) -> SandboxWeb:
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        self._proc = subprocess.Popen(self._argv(), stdout=subprocess.PIPE, stderr=self._stderr,
+                                      env=env)
+        assert self._proc.stdout is not None
+        deadline = time.monotonic() + self._start_timeout_s
+        line = b""
+        while not line.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if self._proc.poll() is not None:
+                raise RuntimeError(E_CHILD_DIED.format(code=self._proc.returncode,
+                                                       err=self._stderr_text()))
+            if left <= 0:
+                self.stop()
+                raise TimeoutError(E_TIMEOUT.format(t=self._start_timeout_s,
+                                                    err=self._stderr_text()))
+            ready, _, _ = select.select([self._proc.stdout], [], [], min(left, 0.2))
+            if ready:
+                chunk = os.read(self._proc.stdout.fileno(), 65536)
+                if not chunk:
+                    self._proc.wait(5)
+                    continue
+                line += chunk
+        info = json.loads(line)
+        self.port = int(info["port"])
+        self.resolver_map = dict(info["resolver_map"])
+        self.seeds = list(info["seeds"])
+        self.site = SandboxSite(self.config, self.port)
+        return self
+
+    def stop(self) -> int | None:
+        """SIGTERM, then SIGKILL after 5 s. Returns the exit code."""
+        proc = self._proc
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        return proc.returncode
+
+    def read_log(self) -> list[LogEntry]:
+        return read_log(self.log_path) if self.log_path.exists() else []
+
+    def __enter__(self) -> SandboxWeb:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+        self._stderr.close()

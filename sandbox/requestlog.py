@@ -1,0 +1,69 @@
+"""The server's request log: one JSON object per line, buffered, flushed every 0.1 s and at exit.
+
+Fields: start, end (time.time() floats; end is taken after the response was written), host
+(Host header without port), ip (local address the request arrived on), path (with query),
+method, status (0 if the client went away or the server shut down first), bytes (body length
+sent), ua (User-Agent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FLUSH_INTERVAL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    start: float
+    end: float
+    host: str
+    ip: str
+    path: str
+    method: str
+    status: int
+    bytes: int
+    ua: str
+
+
+class RequestLog:
+    def __init__(self, path: str | Path) -> None:
+        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._buffer: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def write(self, entry: LogEntry) -> None:
+        self._buffer.append(json.dumps(asdict(entry), separators=(",", ":")))
+
+    def flush(self) -> None:
+        if self._buffer:
+            lines, self._buffer = self._buffer, []
+            self._file.write("\n".join(lines) + "\n")
+            self._file.flush()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL_S)
+            self.flush()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.flush()
+        self._file.close()
+
+
+def read_log(path: str | Path) -> list[LogEntry]:
+    """Entries of a log file; a partial last line (a write in progress) is skipped."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.endswith("\n"):
+                out.append(LogEntry(**json.loads(line)))
+    return out

@@ -1,0 +1,115 @@
+"""aiohttp server for a SandboxSite: every loopback IP of the resolver map on one port."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import socket
+import time
+from email.utils import parsedate_to_datetime
+
+from aiohttp import web
+
+from .pages import small_html
+from .requestlog import LogEntry, RequestLog
+from .site import Reply, SandboxSite
+
+
+def bind_all(ips: list[str], port: int = 0, attempts: int = 50) -> list[socket.socket]:
+    """Listening sockets on every IP with one shared port. Port 0: the kernel picks a free port
+    on the first IP; if another process holds it on a later IP, start over with a new one."""
+    for _ in range(attempts):
+        socks: list[socket.socket] = []
+        chosen = port
+        try:
+            for ip in ips:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(s)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind((ip, chosen))
+                chosen = s.getsockname()[1]
+                s.listen(1024)
+                s.setblocking(False)
+            return socks
+        except OSError as exc:
+            for s in socks:
+                s.close()
+            if exc.errno != errno.EADDRINUSE or port != 0:
+                raise
+    raise OSError(errno.EADDRINUSE, f"no port free on all of {len(ips)} IPs after {attempts} tries")
+
+
+def _not_modified(request: web.BaseRequest, reply: Reply) -> bool:
+    inm = request.headers.get("If-None-Match")
+    if inm is not None:
+        return inm.strip() == "*" or reply.etag in (t.strip() for t in inm.split(","))
+    ims = request.headers.get("If-Modified-Since")
+    if ims and reply.last_modified:
+        try:
+            return parsedate_to_datetime(reply.last_modified) <= parsedate_to_datetime(ims)
+        except (TypeError, ValueError):
+            return False
+    return False
+
+
+class SandboxServer:
+    def __init__(self, site: SandboxSite, log: RequestLog) -> None:
+        self.site = site
+        self.log = log
+        self._flaky_seen: set[tuple[str, str]] = set()
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        start = time.time()
+        host = (request.headers.get("Host") or "").rsplit(":", 1)[0].lower()
+        target = request.raw_path
+        sock = request.transport.get_extra_info("sockname") if request.transport else None
+        status = nbytes = 0
+        try:
+            reply = self.site.respond(host, target)
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            status, body = reply.status, reply.body
+            headers = {"Content-Type": reply.content_type, **dict(reply.headers)}
+            if reply.first_status is not None and (host, target) not in self._flaky_seen:
+                self._flaky_seen.add((host, target))
+                status, body = reply.first_status, small_html("Unavailable", "try again")
+                headers["Retry-After"] = "0"
+            if status == 200 and reply.etag:
+                headers["ETag"] = reply.etag
+                headers["Last-Modified"] = reply.last_modified or ""
+                if _not_modified(request, reply):
+                    status, body = 304, b""
+                    del headers["Content-Type"]
+            resp = web.Response(status=status, body=body, headers=headers)
+            await resp.prepare(request)
+            await resp.write_eof()
+            nbytes = 0 if request.method == "HEAD" else len(body)
+            return resp
+        except (ConnectionError, asyncio.CancelledError):
+            status = nbytes = 0
+            raise
+        finally:
+            self.log.write(LogEntry(
+                start=start, end=time.time(), host=host, ip=sock[0] if sock else "",
+                path=target, method=request.method, status=status, bytes=nbytes,
+                ua=request.headers.get("User-Agent", ""),
+            ))
+
+
+async def serve(site: SandboxSite, log: RequestLog, socks: list[socket.socket],
+                stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
+    """Serve until ``stop`` is set, then close, cancel in-flight requests and flush the log."""
+    server = SandboxServer(site, log)
+    runner = web.ServerRunner(web.Server(server.handle, handler_cancellation=True),
+                              shutdown_timeout=0.5, access_log=None)
+    await runner.setup()
+    for s in socks:
+        await web.SockSite(runner, s, shutdown_timeout=0.5).start()
+    log.start()
+    if ready is not None:
+        ready.set()
+    try:
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+        log.close()

@@ -1,0 +1,287 @@
+"""SandboxSite: the whole generated web — what each URL answers, and the crawl oracle."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+from email.utils import formatdate
+from urllib.parse import urljoin, urlsplit
+
+from .config import SandboxConfig
+from .graph import PageBuilder, PageSpec
+from .layout import Layout, Special, SpecialKind, rng_for
+from .pages import render_page, small_html
+from .resources import CSS, pdf_bytes, png_bytes
+from .robots import REAL_ROBOTS_PATH, RobotsKind, RobotsRules, robots_reply
+from .text import Vocabulary
+
+_REDIRECT_STATUS = {
+    SpecialKind.MOVED: 301,
+    SpecialKind.FOUND: 302,
+    SpecialKind.CHAIN: 301,
+    SpecialKind.LOOP: 302,
+    SpecialKind.CROSS_HOST: 301,
+}
+_EPOCH = 1_700_000_000  # Last-Modified dates are spread over the year before this
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One answer of the server. ``kind`` is the oracle's name for it."""
+
+    status: int
+    body: bytes
+    content_type: str
+    kind: str
+    headers: tuple[tuple[str, str], ...] = ()
+    delay_s: float = 0.0
+    etag: str | None = None
+    last_modified: str | None = None
+    #: Status answered to the first request of this URL in a server process (flaky page).
+    first_status: int | None = None
+
+
+def canonical_url(url: str) -> str:
+    """Lowercase host, explicit port, no fragment, path as sent (empty → '/'), query kept."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    path = parts.path or "/"
+    return f"{parts.scheme.lower()}://{host}:{port}{path}" + (f"?{parts.query}" if parts.query
+                                                            else "")
+
+
+class SandboxSite:
+    def __init__(self, config: SandboxConfig, port: int) -> None:
+        self.config = config
+        self.port = port
+        self.layout = Layout(config)
+        self.vocab = Vocabulary(config.seed)
+        self.builder = PageBuilder(self.layout, self.vocab, port)
+        self._cache: OrderedDict[tuple[str, str], Reply] = OrderedDict()
+
+    # -- listings -------------------------------------------------------------------------
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.layout.hosts)
+
+    @property
+    def hang_host(self) -> str:
+        return self.layout.hang_host
+
+    def resolver_map(self) -> dict[str, str]:
+        return dict(self.layout.ip_of)
+
+    def url(self, host: str, path: str) -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def seeds(self) -> list[str]:
+        return [self.url(h, "/") for h in self.layout.seed_hosts]
+
+    def robots_kind(self, host: str) -> RobotsKind:
+        return self.layout.robots[host]
+
+    def robots_hosts(self, kind: RobotsKind) -> list[str]:
+        return [h for h, k in self.layout.robots.items() if k is kind]
+
+    def specials(self) -> list[Special]:
+        return list(self.layout.specials.values())
+
+    def special_urls(self, kind: SpecialKind | None = None) -> list[str]:
+        return [self.url(s.host, s.path) for s in self.layout.specials.values()
+                if kind is None or s.kind is kind]
+
+    def page_urls(self) -> list[str]:
+        return [self.url(h, p) for h in self.layout.hosts for p in self.layout.paths[h]]
+
+    def resource_urls(self) -> list[str]:
+        return [self.url(h, p) for h in self.layout.hosts for p, _ in self.layout.resources(h)]
+
+    def all_urls(self) -> list[str]:
+        """Every URL answering 2xx/3xx/5xx by design (pages, resources, specials), no robots."""
+        return self.page_urls() + self.resource_urls() + self.special_urls()
+
+    def _flagged(self, pages: set[tuple[str, int]]) -> list[str]:
+        return sorted(self.url(h, self.layout.paths[h][i]) for h, i in pages)
+
+    def slow_urls(self) -> list[str]:
+        return self._flagged(self.layout.slow_pages)
+
+    def meta_nofollow_urls(self) -> list[str]:
+        return self._flagged(self.layout.meta_nofollow)
+
+    def meta_noindex_urls(self) -> list[str]:
+        return self._flagged(self.layout.meta_noindex)
+
+    def header_nofollow_urls(self) -> list[str]:
+        return self._flagged(self.layout.header_nofollow)
+
+    def hosts_on_ip(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for h, ip in self.layout.ip_of.items():
+            out.setdefault(ip, []).append(h)
+        return out
+
+    # -- pages ------------------------------------------------------------------------------
+    def page(self, url: str) -> PageSpec | None:
+        """The generated page behind an absolute URL, or None if it is not an HTML page."""
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        page_id = self.layout.page_of.get(host, {}).get(parts.path or "/")
+        if page_id is None or host == self.layout.hang_host:
+            return None
+        return self.builder.build(host, page_id, parts.query)
+
+    def outlinks(self, url: str) -> list[str]:
+        """Canonical URLs a correct crawler follows from the page at ``url``."""
+        spec = self.page(url)
+        return spec.followed() if spec else []
+
+    # -- serving ----------------------------------------------------------------------------
+    def respond(self, host: str, target: str) -> Reply:
+        """What the server answers to ``GET target`` (path and query) with this Host."""
+        key = (host, target)
+        reply = self._cache.get(key)
+        if reply is not None:
+            self._cache.move_to_end(key)
+            return reply
+        reply = self._respond(host, target)
+        if reply.status == 200 and reply.first_status is None:
+            self._cache[key] = reply
+            if len(self._cache) > self.config.page_cache:
+                self._cache.popitem(last=False)
+        return reply
+
+    def _respond(self, host: str, target: str) -> Reply:
+        path, _, query = target.partition("?")
+        lay = self.layout
+        if host not in lay.host_index:
+            return Reply(404, small_html("Unknown host", host), "text/html", "not_found")
+        reply = self._respond_known(host, path, query)
+        if host == lay.hang_host:
+            return Reply(reply.status, reply.body, reply.content_type, "timeout", reply.headers,
+                         self.config.hang_s)
+        return reply
+
+    def _respond_known(self, host: str, path: str, query: str) -> Reply:
+        lay, cfg = self.layout, self.config
+        kind = lay.robots[host]
+        if path == "/robots.txt" or (path == REAL_ROBOTS_PATH and kind is RobotsKind.REDIRECT):
+            if path == REAL_ROBOTS_PATH:
+                body = robots_reply(RobotsKind.DISALLOW, cfg.crawl_delay_s,
+                                    cfg.oversized_robots_bytes).body
+                return Reply(200, body, "text/plain", "robots")
+            rr = robots_reply(kind, cfg.crawl_delay_s, cfg.oversized_robots_bytes)
+            headers = (("Location", self.url(host, rr.location)),) if rr.location else ()
+            ctype = "text/plain" if rr.status == 200 else "text/html"
+            delay = cfg.robots_slow_s if kind is RobotsKind.SLOW else 0.0
+            return Reply(rr.status, rr.body, ctype, "robots", headers, delay)
+        page_id = lay.page_of[host].get(path)
+        if page_id is not None:
+            spec = self.builder.build(host, page_id, query)
+            body = render_page(spec, self.vocab, cfg.seed)
+            headers = (("X-Robots-Tag", "nofollow"),) if spec.header_nofollow else ()
+            return Reply(200, body, "text/html; charset=utf-8", "page", headers,
+                         cfg.slow_page_s if spec.slow else 0.0, *self._validators(host, path, body))
+        special = lay.specials.get((host, path))
+        if special is not None:
+            return self._special(special)
+        for res_path, ctype in lay.resources(host):
+            if path == res_path:
+                make = pdf_bytes if ctype == "application/pdf" else png_bytes
+                body = make(cfg.seed, host, path)
+                return Reply(200, body, ctype, "resource", (), 0.0,
+                             *self._validators(host, path, body))
+        if path == "/static/site.css":
+            return Reply(200, CSS, "text/css", "resource", (), 0.0,
+                         *self._validators(host, path, CSS))
+        return Reply(404, small_html("404 Not Found", path), "text/html", "not_found")
+
+    def _special(self, sp: Special) -> Reply:
+        if sp.kind in _REDIRECT_STATUS:
+            assert sp.location is not None
+            loc = self.url(sp.location_host, sp.location) if sp.location_host else sp.location
+            return Reply(_REDIRECT_STATUS[sp.kind], b"", "text/html", "redirect",
+                         (("Location", loc),))
+        if sp.kind is SpecialKind.ERROR:
+            return Reply(500, small_html("500", "always broken"), "text/html", "error")
+        return Reply(200, small_html("Flaky", "fine on the second try"), "text/html", "flaky",
+                     first_status=503)
+
+    def _validators(self, host: str, path: str, body: bytes) -> tuple[str, str]:
+        etag = '"' + hashlib.blake2b(body, digest_size=12).hexdigest() + '"'
+        days = rng_for(self.config.seed, "mtime", host, path).randrange(365 * 86400)
+        return etag, formatdate(_EPOCH - days, usegmt=True)
+
+    # -- oracle -----------------------------------------------------------------------------
+    def robots_rules(self, host: str) -> RobotsRules:
+        cfg = self.config
+        kind = self.layout.robots[host]
+        if kind is RobotsKind.REDIRECT:
+            kind = RobotsKind.DISALLOW  # what /robots-real.txt says
+        return RobotsRules(kind, cfg.crawl_delay_s, cfg.oversized_robots_bytes)
+
+    def kind_of(self, host: str, path: str) -> str:
+        """The oracle kind of a path, without rendering anything (kept equal to respond().kind)."""
+        lay = self.layout
+        if host not in lay.host_index:
+            return "not_found"
+        if host == lay.hang_host:
+            return "timeout"
+        if path == "/robots.txt" or (
+            path == REAL_ROBOTS_PATH and lay.robots[host] is RobotsKind.REDIRECT
+        ):
+            return "robots"
+        if path in lay.page_of[host]:
+            return "page"
+        special = lay.specials.get((host, path))
+        if special is not None:
+            return self._special(special).kind
+        if path == "/static/site.css" or any(path == p for p, _ in lay.resources(host)):
+            return "resource"
+        return "not_found"
+
+    def redirect_target(self, url: str) -> str | None:
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        reply = self._respond(host, parts.path + (f"?{parts.query}" if parts.query else ""))
+        loc = dict(reply.headers).get("Location")
+        return canonical_url(urljoin(url, loc)) if loc and 300 <= reply.status < 400 else None
+
+    def expected_fetches(self, seeds: list[str], user_agent_token: str = "trawl") -> dict[str, str]:
+        """Every canonical URL a correct polite crawler starting at ``seeds`` must request.
+
+        Values: page, resource, redirect, not_found, error, flaky (503 then 200), robots,
+        timeout (the hanging host's robots.txt; its pages are then disallowed, RFC 9309 §2.3.1.4).
+        """
+        out: dict[str, str] = {}
+        rules: dict[str, RobotsRules] = {}
+        queue = deque(canonical_url(s) for s in seeds)
+        seen: set[str] = set()
+        while queue:
+            url = queue.popleft()
+            if url in seen:
+                continue
+            seen.add(url)
+            parts = urlsplit(url)
+            host = parts.hostname or ""
+            if parts.scheme != "http" or parts.port != self.port or host not in self.layout.ip_of:
+                continue
+            if host not in rules:
+                rules[host] = self.robots_rules(host)
+                kind = self.layout.robots[host]
+                robots_url = self.url(host, "/robots.txt")
+                out[robots_url] = "timeout" if kind is RobotsKind.HANG else "robots"
+                if kind is RobotsKind.REDIRECT:
+                    out[self.url(host, REAL_ROBOTS_PATH)] = "robots"
+            if url in out or not rules[host].allowed(url, user_agent_token):
+                continue
+            kind = out[url] = self.kind_of(host, parts.path)
+            if kind == "page":
+                queue.extend(self.outlinks(url))
+            elif kind == "redirect":
+                nxt = self.redirect_target(url)
+                if nxt:
+                    queue.append(nxt)
+        return out
