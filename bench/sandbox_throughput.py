@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sandbox import SandboxConfig, SandboxWeb  # noqa: E402
+from sandbox import SandboxConfig, SandboxWeb
 
 
 def cpu_seconds(pid: int) -> float:

@@ -131,7 +131,7 @@ class PageBuilder:
         for th, tpath in lay.extra_links.get((host, page_id), ()):
             to(th, tpath, "body")
 
-        n_body = max(5, rng.randint(20, 135) - len(links) - 3)
+        n_body = max(5, rng.randint(26, 140) - len(links) - 2)
         for _ in range(n_body):
             self._body_link(rng, host, page, to)
         if page_id and rng.random() < 0.03:  # a query-only self reference
