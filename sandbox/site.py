@@ -71,7 +71,8 @@ class SandboxSite:
         return self.layout.hang_host
 
     def resolver_map(self) -> dict[str, str]:
-        return dict(self.layout.ip_of)
+        """Host name → loopback IP, in host-name order."""
+        return {h: self.layout.ip_of[h] for h in self.layout.hosts}
 
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.port}{path}"
