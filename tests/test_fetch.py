@@ -1,0 +1,512 @@
+"""Tests for workers.fetch against real HTTP servers on loopback addresses (no mocked HTTP)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from workers.dns import CachingResolver
+from workers.fetch import ROBOTS_MAX_BYTES, Fetcher
+from workers.useragent import user_agent
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: Server
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str | None = "text/html",
+              headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        if ctype is not None:
+            self.send_header("Content-Type", ctype)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        path = parts.path
+        with self.server.lock:
+            self.server.log.append((self.headers.get("Host"), path, self.client_address))
+        if path == "/echo":
+            body = json.dumps({
+                "host": self.headers.get("Host"),
+                "local": self.connection.getsockname()[0],
+                "ua": self.headers.get("User-Agent"),
+                "accept_encoding": self.headers.get("Accept-Encoding"),
+                "x_extra": self.headers.get("X-Extra"),
+                "cookie": self.headers.get("Cookie"),
+            }).encode()
+            self._send(200, body, "text/plain; charset=utf-8",
+                       {"Set-Cookie": "sid=1; Path=/", "X-Dup": "a"})
+        elif path == "/big":
+            self._send(200, b"x" * int(q["n"]))
+        elif path == "/image":
+            self.send_response(200)
+            self.send_header("Content-Type", "image/PNG")
+            n = 50 * 1024 * 1024
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            try:
+                block = b"\0" * 65536
+                for _ in range(n // len(block)):
+                    self.wfile.write(block)
+            except OSError:
+                self.server.aborted.set()
+        elif path == "/notype":
+            self._send(200, b"no type", None)
+        elif path == "/redirect":
+            self._send(int(q.get("code", "301")), b"<a>moved</a>", "text/html",
+                       {"Location": q["to"]})
+        elif path == "/sleep":
+            time.sleep(float(q["s"]))
+            self._send(200, b"late")
+        elif path == "/trickle":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            try:
+                for _ in range(1000):
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+        elif path == "/reset":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b"y" * 1000)
+            self.wfile.flush()
+            # RST instead of FIN: SO_LINGER with zero timeout
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.close()
+            self.close_connection = True
+        elif path == "/short":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", "5000")
+            self.end_headers()
+            self.wfile.write(b"z" * 100)
+            self.close_connection = True
+        elif path == "/gzip":
+            raw = b"<html>" + b"hello gzip " * 1000 + b"</html>"
+            self._send(200, gzip.compress(raw), "text/html", {"Content-Encoding": "gzip"})
+        elif path == "/deflate":
+            raw = b"hello deflate " * 500
+            self._send(200, zlib.compress(raw), "text/html", {"Content-Encoding": "deflate"})
+        elif path == "/bomb":
+            self._send(200, self.server.bomb, "text/html", {"Content-Encoding": "gzip"})
+        elif path == "/garbage":
+            self.wfile.write(b"HELLO THERE\r\n\r\n")
+            self.close_connection = True
+        elif path.startswith("/hop/"):
+            n = int(path.rsplit("/", 1)[1])
+            if n == 0:
+                self._send(200, b"User-agent: *\nDisallow: /private\n", "text/plain")
+            else:
+                self._send(302, b"", "text/html", {"Location": f"/hop/{n - 1}"})
+        elif path == "/robots.txt":
+            self._send(200, b"User-agent: *\nDisallow: /a\n" + b"# pad\n" * 200_000,
+                       "text/html")
+        else:
+            self._send(404, b"not found")
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # clients hanging up on purpose (skip, timeout tests) are expected
+
+    def __init__(self, addr: str, port: int = 0) -> None:
+        super().__init__((addr, port), Handler)
+        self.lock = threading.Lock()
+        #: (Host header, path, client (ip, port)) per request; one client port = one connection
+        self.log: list[tuple[str | None, str, tuple[str, int]]] = []
+        self.aborted = threading.Event()
+        self.bomb = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+
+@pytest.fixture(scope="module")
+def srv1() -> Iterator[Server]:
+    s = Server("127.0.0.1")
+    yield s
+    s.shutdown()
+    s.server_close()
+
+
+@pytest.fixture(scope="module")
+def srv2() -> Iterator[Server]:
+    s = Server("127.0.0.2")
+    yield s
+    s.shutdown()
+    s.server_close()
+
+
+STATIC = {
+    "foo.sandbox.test": "127.0.0.2",
+    "bar.sandbox.test": "127.0.0.1",
+    "a.sandbox.test": "127.0.0.1",
+    "b.sandbox.test": "127.0.0.2",
+    "evil.example": "10.0.0.1",
+}
+
+
+def make_fetcher(**kw: object) -> Fetcher:
+    resolver = CachingResolver(static=STATIC, allow_private=True)
+    args: dict[str, object] = {"allow_private": True, "connect_timeout_s": 2.0,
+                               "read_timeout_s": 2.0, "total_timeout_s": 5.0}
+    args.update(kw)
+    return Fetcher(resolver, user_agent(), **args)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def fetcher() -> Iterator[Fetcher]:
+    f = make_fetcher()
+    yield f
+    f.close()
+
+
+def test_connects_to_resolved_ip_with_host_header(fetcher: Fetcher, srv2: Server) -> None:
+    url = f"http://foo.sandbox.test:{srv2.port}/echo"
+    r = fetcher.fetch(url, extra_headers={"X-Extra": "1"})
+    assert r.ok, r
+    seen = json.loads(r.body)
+    assert seen["local"] == "127.0.0.2"
+    assert seen["host"] == f"foo.sandbox.test:{srv2.port}"
+    assert seen["ua"] == user_agent()
+    assert seen["x_extra"] == "1"
+    assert r.ip == "127.0.0.2"
+    assert r.status == 200 and r.reason == "OK" and r.http_version == "HTTP/1.1"
+    assert r.content_type == "text/plain"
+    assert r.header("content-type") == "text/plain; charset=utf-8"
+    assert ("X-Dup", "a") in r.headers
+    assert ("Host", f"foo.sandbox.test:{srv2.port}") in r.request_headers
+    assert r.elapsed_s > 0 and abs(r.started_at - time.time()) < 10
+    # cookies are never stored or sent back
+    r2 = fetcher.fetch(url)
+    assert json.loads(r2.body)["cookie"] is None
+
+
+def test_given_ip_overrides_resolver(fetcher: Fetcher, srv1: Server) -> None:
+    # foo.sandbox.test resolves to 127.0.0.2, but the caller's IP wins
+    r = fetcher.fetch(f"http://foo.sandbox.test:{srv1.port}/echo", ip="127.0.0.1")
+    assert r.ok and r.ip == "127.0.0.1"
+    seen = json.loads(r.body)
+    assert seen["local"] == "127.0.0.1" and seen["host"] == f"foo.sandbox.test:{srv1.port}"
+
+
+def test_same_host_port_different_ip_never_reuses_connection(fetcher: Fetcher) -> None:
+    # One port number bound on 127.0.0.1 and on 127.0.0.2 by two servers.
+    for _ in range(20):
+        a = Server("127.0.0.1")
+        try:
+            b = Server("127.0.0.2", a.port)
+        except OSError:
+            a.shutdown()
+            a.server_close()
+            continue
+        break
+    else:
+        pytest.skip("could not bind one port on two loopback addresses")
+    try:
+        url = f"http://moving.sandbox.test:{a.port}/echo"
+        got = [json.loads(fetcher.fetch(url, ip=ip).body)["local"]
+               for ip in ("127.0.0.1", "127.0.0.2", "127.0.0.1", "127.0.0.2")]
+        assert got == ["127.0.0.1", "127.0.0.2", "127.0.0.1", "127.0.0.2"]
+        # keep-alive per (host, IP): each server saw its two requests on one connection
+        assert len(a.log) == 2 and len({peer for _, _, peer in a.log}) == 1
+        assert len(b.log) == 2 and len({peer for _, _, peer in b.log}) == 1
+    finally:
+        for srv in (a, b):
+            srv.shutdown()
+            srv.server_close()
+
+
+def test_keep_alive_reuses_connection(fetcher: Fetcher, srv1: Server) -> None:
+    before = len(srv1.log)
+    for _ in range(5):
+        assert fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/echo").ok
+    assert len({peer for _, _, peer in srv1.log[before:]}) == 1
+
+
+def test_redirect_not_followed(fetcher: Fetcher, srv1: Server) -> None:
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/redirect?to=/elsewhere&code=302")
+    assert r.status == 302 and r.is_redirect and r.location == "/elsewhere"
+    assert r.error is None and not r.ok
+    assert not any(p == "/elsewhere" for _, p, _ in srv1.log)
+
+
+def test_size_cap(srv1: Server) -> None:
+    f = make_fetcher(max_bytes=100_000)
+    r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/big?n=1000000")
+    assert r.error == "too_large" and r.truncated
+    assert r.status == 200 and len(r.body) == 100_000
+    exact = f.fetch(f"http://bar.sandbox.test:{srv1.port}/big?n=100000")
+    assert exact.ok and len(exact.body) == 100_000 and not exact.truncated
+    f.close()
+
+
+def test_content_type_skipped(fetcher: Fetcher, srv1: Server) -> None:
+    t0 = time.monotonic()
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/image")
+    assert time.monotonic() - t0 < 2.0
+    assert r.status == 200 and r.error == "content_type_skipped"
+    assert r.content_type == "image/png" and r.body == b""
+    assert srv1.aborted.wait(5.0)  # the server saw the connection go away
+    r2 = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/notype")
+    assert r2.ok and r2.content_type is None and r2.body == b"no type"
+
+
+def test_gzip_and_deflate_decoded(fetcher: Fetcher, srv1: Server) -> None:
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/gzip")
+    assert r.ok and r.body == b"<html>" + b"hello gzip " * 1000 + b"</html>"
+    assert r.header("Content-Encoding") == "gzip"
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/deflate")
+    assert r.ok and r.body == b"hello deflate " * 500
+
+
+def test_decompression_bomb_capped(srv1: Server) -> None:
+    f = make_fetcher(max_bytes=5 * 1024 * 1024)
+    t0 = time.monotonic()
+    r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/bomb")  # 64 MiB of zeros, ~65 KB gzip
+    assert r.error == "too_large" and len(r.body) == 5 * 1024 * 1024 and r.truncated
+    assert time.monotonic() - t0 < 2.0
+    f.close()
+
+
+def test_read_timeout_server_sleeps(srv1: Server) -> None:
+    f = make_fetcher(read_timeout_s=0.5)
+    t0 = time.monotonic()
+    r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/sleep?s=3")
+    dt = time.monotonic() - t0
+    assert r.error == "timeout" and r.status is None
+    assert 0.4 < dt < 1.5
+    f.close()
+
+
+def test_total_timeout_trickle(srv1: Server) -> None:
+    f = make_fetcher(read_timeout_s=1.0, total_timeout_s=1.0)
+    t0 = time.monotonic()
+    r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/trickle")
+    dt = time.monotonic() - t0
+    assert r.error == "timeout" and r.status == 200 and r.truncated
+    assert 0 < len(r.body) < 100
+    assert 0.9 < dt < 1.6, dt
+    f.close()
+
+
+def test_listening_socket_never_answers() -> None:
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(0)  # never accept: the kernel completes the handshake, nobody answers
+    port = lsock.getsockname()[1]
+    try:
+        f = make_fetcher(connect_timeout_s=0.5, read_timeout_s=0.5, total_timeout_s=3.0)
+        t0 = time.monotonic()
+        r = f.fetch(f"http://bar.sandbox.test:{port}/")
+        dt = time.monotonic() - t0
+        assert r.error == "timeout" and r.status is None
+        assert dt < 1.5
+        # Fill the accept queue so further SYNs are dropped: a connect timeout.
+        fillers = []
+        for _ in range(4):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            fillers.append(s)
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        r = f.fetch(f"http://bar.sandbox.test:{port}/")
+        dt = time.monotonic() - t0
+        assert r.error == "timeout"
+        assert dt < 1.5
+        for s in fillers:
+            s.close()
+        f.close()
+    finally:
+        lsock.close()
+
+
+def test_connection_refused() -> None:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    f = make_fetcher()
+    r = f.fetch(f"http://bar.sandbox.test:{port}/")
+    assert r.error == "connect_error" and r.status is None
+    f.close()
+
+
+def test_connection_reset_mid_body(fetcher: Fetcher, srv1: Server) -> None:
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/reset")
+    assert r.error == "connection_reset", r.error_detail
+    assert r.status == 200 and r.truncated
+    assert len(r.body) <= 1000
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/short")
+    assert r.error == "connection_reset", r.error_detail
+    assert r.truncated and r.body == b"z" * 100
+
+
+def test_invalid_response(fetcher: Fetcher, srv1: Server) -> None:
+    r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/garbage")
+    assert r.error == "invalid_response", (r.error, r.error_detail)
+
+
+def test_forbidden_ip_refused_without_connecting(srv1: Server) -> None:
+    resolver = CachingResolver(static=STATIC, allow_private=True)
+    f = Fetcher(resolver, user_agent())  # allow_private=False
+    before = len(srv1.log)
+    r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/echo")
+    assert r.error == "forbidden_ip" and r.status is None and r.ip == "127.0.0.1"
+    r = f.fetch(f"http://x.test:{srv1.port}/echo", ip="::ffff:127.0.0.1")
+    assert r.error == "forbidden_ip"
+    # the resolver's own guard maps to forbidden_ip too
+    strict = Fetcher(CachingResolver(static=STATIC), user_agent())
+    r = strict.fetch("http://evil.example/")
+    assert r.error == "forbidden_ip" and r.ip is None
+    assert len(srv1.log) == before
+
+
+def test_dns_failure_and_bad_urls(fetcher: Fetcher) -> None:
+    r = fetcher.fetch("http://no-such-host.invalid/")
+    assert r.error == "dns"
+    for bad in ("ftp://x.test/", "not a url", "http:///nohost"):
+        assert fetcher.fetch(bad).error == "invalid_url", bad
+
+
+def test_robots_follows_up_to_five_redirects(fetcher: Fetcher, srv1: Server) -> None:
+    base = f"http://bar.sandbox.test:{srv1.port}"
+    r = fetcher.fetch_robots(f"{base}/hop/5")
+    assert r.ok and b"Disallow: /private" in r.body
+    assert r.url == f"{base}/hop/0" and len(r.redirects) == 5
+    r = fetcher.fetch_robots(f"{base}/hop/6")
+    assert r.error == "too_many_redirects" and r.status == 302
+    assert r.url == f"{base}/hop/1"
+    hops = [p for _, p, _ in srv1.log if p.startswith("/hop/")]
+    assert "/hop/0" in hops
+
+
+def test_robots_redirect_to_other_host(fetcher: Fetcher, srv1: Server, srv2: Server) -> None:
+    target = f"http://foo.sandbox.test:{srv2.port}/hop/0"
+    r = fetcher.fetch_robots(
+        f"http://bar.sandbox.test:{srv1.port}/redirect?to={target}", ip="127.0.0.1"
+    )
+    assert r.ok and r.ip == "127.0.0.2" and r.url == target
+
+
+def test_robots_cap_truncates_without_error(fetcher: Fetcher, srv1: Server) -> None:
+    r = fetcher.fetch_robots(f"http://bar.sandbox.test:{srv1.port}/robots.txt")
+    assert r.ok and r.error is None and r.truncated
+    assert len(r.body) == ROBOTS_MAX_BYTES
+    assert r.content_type == "text/html"  # robots accepts any media type
+
+
+def test_concurrent_fetches_to_different_hosts(srv1: Server, srv2: Server) -> None:
+    f = make_fetcher()
+    jobs = []
+    for i in range(200):
+        host, srv, local = [("a.sandbox.test", srv1, "127.0.0.1"),
+                            ("b.sandbox.test", srv2, "127.0.0.2"),
+                            ("foo.sandbox.test", srv2, "127.0.0.2")][i % 3]
+        jobs.append((f"http://{host}:{srv.port}/echo", host, srv.port, local))
+
+    def run(job: tuple[str, str, int, str]) -> bool:
+        url, host, port, local = job
+        r = f.fetch(url)
+        seen = json.loads(r.body)
+        return r.ok and seen["host"] == f"{host}:{port}" and seen["local"] == local
+
+    with ThreadPoolExecutor(16) as ex:
+        results = list(ex.map(run, jobs))
+    assert all(results)
+    f.close()
+
+
+def test_per_fetch_overhead(srv1: Server) -> None:
+    """Not a benchmark gate: prints the loopback cost of one keep-alive fetch."""
+    f = make_fetcher()
+    url = f"http://bar.sandbox.test:{srv1.port}/big?n=17000"
+    f.fetch(url)
+    n = 300
+    t0 = time.perf_counter()
+    for _ in range(n):
+        assert f.fetch(url).ok
+    per = (time.perf_counter() - t0) / n
+    print(f"\nper-fetch wall time on loopback (17 KB, keep-alive): {per * 1e6:.0f} us")
+    assert per < 0.05
+    f.close()
+
+
+# --- HTTPS: TLS SNI and certificate checks use the host name, not the IP -------------------
+@pytest.fixture(scope="module")
+def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not available")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    proc = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=foo.sandbox.test",
+         "-addext", "subjectAltName=DNS:foo.sandbox.test"],
+        capture_output=True, check=False,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"openssl failed: {proc.stderr[-200:]!r}")
+    s = Server("127.0.0.2")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    sni: list[str | None] = []
+    ctx.sni_callback = lambda sock, name, c: sni.append(name)  # type: ignore[assignment]
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    s.sni = sni  # type: ignore[attr-defined]
+    yield s, cert
+    s.shutdown()
+    s.server_close()
+
+
+def test_https_sni_and_cert_use_host_name(tls_server: tuple[Server, Path]) -> None:
+    s, cert = tls_server
+    f = make_fetcher(verify=str(cert))
+    r = f.fetch(f"https://foo.sandbox.test:{s.port}/echo")
+    assert r.ok, (r.error, r.error_detail)
+    seen = json.loads(r.body)
+    assert seen["local"] == "127.0.0.2"
+    assert seen["host"] == f"foo.sandbox.test:{s.port}"
+    assert "foo.sandbox.test" in s.sni  # type: ignore[attr-defined]
+    # Same IP under a name the certificate does not cover: verification must fail.
+    r = f.fetch(f"https://b.sandbox.test:{s.port}/echo")
+    assert r.error == "tls_error", (r.error, r.error_detail)
+    f.close()
