@@ -1,0 +1,307 @@
+"""Crawl output: WARC files (request/response records) and append-only JSONL records.
+
+WARC layout: ``PREFIX-YYYYmmddHHMMSS-NNNNN.warc.gz`` (UTC time the file was opened, NNNNN a
+per-writer serial), WARC/1.1, one gzip member per record so that a (file, offset) pair from
+the JSONL/CDXJ index seeks straight to a readable record. Each file starts with a
+``warcinfo`` record; each fetch adds a ``response`` then a ``request`` record (the request
+carries ``WARC-Concurrent-To`` pointing at the response).
+
+The body in :class:`workers.fetch.FetchResult` is already decoded (gzip/deflate and chunked
+framing removed). Storing it under the original ``Content-Encoding`` / ``Transfer-Encoding``
+headers would make WARC readers decode it a second time, so for such responses those headers
+are renamed ``X-Trawl-Orig-<name>`` and ``Content-Length`` is set to the stored length (the
+original kept as ``X-Trawl-Orig-Content-Length``), as other archivers that store decoded
+payloads do. ``WARC-Payload-Digest`` (sha1, base32, computed by warcio) is over that stored
+payload. Truncated bodies get ``WARC-Truncated`` (length / time / disconnect / unspecified).
+
+Fetches that failed before any response (``status is None``) are not written to the WARC
+(``write`` returns ``None``): there is nothing to archive, and the JSONL record holds the
+error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import xxhash
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.warcwriter import WARCWriter
+
+from workers.fetch import FetchResult
+
+__all__ = ["RecordWriter", "WarcLocation", "WarcWriter", "content_digest"]
+
+
+def content_digest(body: bytes) -> str:
+    """Exact content fingerprint for dedup: xxh3-128, 32 hex digits (not cryptographic)."""
+    return xxhash.xxh3_128_hexdigest(body)
+
+
+class WarcLocation(tuple):
+    """``(filename, offset)`` of a response record, plus ``length`` (compressed bytes).
+
+    A 2-tuple so ``name, offset = writer.write(r)`` works; ``length`` is what a CDXJ line
+    also wants. ``filename`` is the base name (the index stores names, not paths).
+    """
+
+    filename: str
+    offset: int
+    length: int
+
+    def __new__(cls, filename: str, offset: int, length: int) -> WarcLocation:
+        self = super().__new__(cls, (filename, offset))
+        self.filename, self.offset, self.length = filename, offset, length
+        return self
+
+
+_TRUNCATION_REASON = {"too_large": "length", "timeout": "time", "connection_reset": "disconnect"}
+_HOP_BY_HOP_DECODED = ("content-encoding", "transfer-encoding")
+
+
+def _warc_date(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _stored_headers(result: FetchResult) -> list[tuple[str, str]]:
+    """Response headers as they describe the stored (decoded) body; see module docstring."""
+    decoded = any(
+        k.lower() == "transfer-encoding"
+        or (k.lower() == "content-encoding" and v.strip().lower() not in ("", "identity"))
+        for k, v in result.headers
+    )
+    if not decoded:
+        return list(result.headers)
+    out: list[tuple[str, str]] = []
+    for k, v in result.headers:
+        lk = k.lower()
+        if lk in _HOP_BY_HOP_DECODED or lk == "content-length":
+            out.append((f"X-Trawl-Orig-{k}", v))
+        else:
+            out.append((k, v))
+    out.append(("Content-Length", str(len(result.body))))
+    return out
+
+
+def _request_target(url: str) -> str:
+    parts = urlsplit(url)
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    return target
+
+
+class WarcWriter:
+    """Thread-safe rotating WARC writer; see the module docstring for the layout.
+
+    ``max_bytes`` is checked before each fetch is written: once the current file has reached
+    it, a new file is started (so a file exceeds the limit by at most one fetch's records).
+    ``compress_level`` is the per-record gzip level (warcio's own wrapper uses 9, which costs
+    a lot of CPU for little gain on HTML; 6 is zlib's default).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        prefix: str,
+        max_bytes: int = 1_000_000_000,
+        compress_level: int = 6,
+        warcinfo: Mapping[str, str] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self.compress_level = compress_level
+        self._extra_info = dict(warcinfo or {})
+        self._builder = WARCWriter(io.BytesIO(), gzip=False, warc_version="1.1")
+        self._lock = threading.Lock()
+        self._serial = 0
+        self._file: IO[bytes] | None = None
+        self._path: Path | None = None
+        self._warcinfo_id: str | None = None
+        self._records_in_file = 0
+        #: every file this writer created, in order
+        self.files: list[Path] = []
+        self.records_written = 0
+
+    @property
+    def path(self) -> Path | None:
+        """The file currently written to (None before the first write or after close)."""
+        return self._path
+
+    # -- low level -----------------------------------------------------------------------
+    def _encode(self, record: Any) -> bytes:
+        buf = io.BytesIO()
+        self._builder.out = buf
+        self._builder.write_record(record)
+        comp = zlib.compressobj(self.compress_level, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        return comp.compress(buf.getvalue()) + comp.flush()
+
+    def _append(self, data: bytes) -> int:
+        assert self._file is not None
+        offset = self._file.tell()
+        self._file.write(data)
+        return offset
+
+    def _open_new(self) -> None:
+        self._close_file()
+        while True:
+            stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime())
+            name = f"{self.prefix}-{stamp}-{self._serial:05d}.warc.gz"
+            self._serial += 1
+            path = self.directory / name
+            try:
+                self._file = open(path, "xb")  # noqa: SIM115 - closed in _close_file
+            except FileExistsError:
+                continue
+            break
+        self._path = path
+        self.files.append(path)
+        info = {
+            "software": "Trawl (warcio)",
+            "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/"
+                          "warc-format/warc-1.1/",
+            "hostname": socket.gethostname(),
+            "isPartOf": self.prefix,
+            **self._extra_info,
+        }
+        rec = self._builder.create_warcinfo_record(name, info)
+        self._warcinfo_id = rec.rec_headers.get_header("WARC-Record-ID")
+        self._append(self._encode(rec))
+        self._records_in_file = 0
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+            self._path = None
+
+    # -- public --------------------------------------------------------------------------
+    def write(self, result: FetchResult) -> WarcLocation | None:
+        """Archive one fetch; returns where its response record starts, or None if not written."""
+        if result.status is None:
+            return None
+        date = _warc_date(result.started_at or time.time())
+        resp_headers = StatusAndHeaders(
+            f"{result.status} {result.reason}".rstrip(),
+            _stored_headers(result),
+            protocol=result.http_version,
+        )
+        resp_warc: dict[str, str] = {"WARC-Date": date}
+        if result.ip:
+            resp_warc["WARC-IP-Address"] = result.ip
+        if result.truncated or result.error == "content_type_skipped":
+            resp_warc["WARC-Truncated"] = _TRUNCATION_REASON.get(result.error or "", "unspecified")
+        req_headers = StatusAndHeaders(
+            f"GET {_request_target(result.url)} {result.http_version}",
+            list(result.request_headers),
+            is_http_request=True,
+        )
+        with self._lock:
+            if self._file is None or (
+                self._records_in_file > 0 and self._file.tell() >= self.max_bytes
+            ):
+                self._open_new()
+            assert self._warcinfo_id is not None and self._path is not None
+            resp_warc["WARC-Warcinfo-ID"] = self._warcinfo_id
+            response = self._builder.create_warc_record(
+                result.url, "response", payload=io.BytesIO(result.body),
+                length=len(result.body), http_headers=resp_headers,
+                warc_headers_dict=resp_warc,
+            )
+            resp_id = response.rec_headers.get_header("WARC-Record-ID")
+            request = self._builder.create_warc_record(
+                result.url, "request", payload=io.BytesIO(b""), length=0,
+                http_headers=req_headers,
+                warc_headers_dict={
+                    "WARC-Date": date,
+                    "WARC-Concurrent-To": resp_id,
+                    "WARC-Warcinfo-ID": self._warcinfo_id,
+                    **({"WARC-IP-Address": result.ip} if result.ip else {}),
+                },
+            )
+            resp_bytes = self._encode(response)
+            req_bytes = self._encode(request)
+            offset = self._append(resp_bytes)
+            self._append(req_bytes)
+            self._records_in_file += 2
+            self.records_written += 2
+            return WarcLocation(self._path.name, offset, len(resp_bytes))
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_file()
+
+    def __enter__(self) -> WarcWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RecordWriter:
+    """Append-only JSONL: one JSON object per line, written whole under a lock.
+
+    Lines are flushed to the OS every ``flush_every`` records and on ``flush``/``close``
+    (``flush_every=1`` for line-at-a-time durability). Thread-safe.
+    """
+
+    def __init__(self, path: Path, flush_every: int = 100) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.flush_every = max(1, flush_every)
+        self._file: IO[str] | None = open(  # noqa: SIM115 - closed in close()
+            self.path, "a", encoding="utf-8", newline="\n"
+        )
+        self._lock = threading.Lock()
+        self._pending = 0
+        self.records_written = 0
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        with self._lock:
+            if self._file is None:
+                raise ValueError("RecordWriter is closed")
+            self._file.write(line)
+            self.records_written += 1
+            self._pending += 1
+            if self._pending >= self.flush_every:
+                self._file.flush()
+                self._pending = 0
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.flush()
+                self._pending = 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                with contextlib.suppress(OSError):
+                    self._file.flush()
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
