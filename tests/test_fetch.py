@@ -94,6 +94,16 @@ class Handler(BaseHTTPRequestHandler):
                     time.sleep(0.1)
             except OSError:
                 pass
+        elif path == "/slowheaders":
+            try:
+                self.wfile.write(b"HTTP/1.1 200 OK\r\n")
+                for i in range(90):  # http.client allows 100 header lines
+                    self.wfile.write(b"X-Slow-%d: 1\r\n" % i)
+                    self.wfile.flush()
+                    time.sleep(0.1)
+            except OSError:
+                pass
+            self.close_connection = True
         elif path == "/reset":
             self.send_response(200)
             self.send_header("Content-Type", "text/html")
@@ -324,6 +334,20 @@ def test_total_timeout_trickle(srv1: Server) -> None:
     assert r.error == "timeout" and r.status == 200 and r.truncated
     assert 0 < len(r.body) < 100
     assert 0.9 < dt < 1.6, dt
+    f.close()
+
+
+def test_total_timeout_while_headers_trickle(srv1: Server) -> None:
+    """The watchdog interrupts a blocked read that the per-read timeout never trips."""
+    f = make_fetcher(read_timeout_s=1.0, total_timeout_s=1.0)
+    t0 = time.monotonic()
+    r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/slowheaders")
+    dt = time.monotonic() - t0
+    # the status line arrived, the headers never ended: a timeout with a truncated response
+    assert r.error == "timeout" and r.truncated, (r.error, r.error_detail)
+    assert 0.9 < dt < 1.6, dt
+    # the fetcher is still usable afterwards
+    assert f.fetch(f"http://bar.sandbox.test:{srv1.port}/echo").ok
     f.close()
 
 

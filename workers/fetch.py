@@ -596,6 +596,12 @@ class Fetcher:
                 resp.close()  # drop the connection rather than download the body
                 return res
             self._read_body(raw, res, max_bytes, deadline, truncation_is_error)
+            if deadline.fired and res.error is None:
+                # The watchdog shut the socket: http.client may take that EOF for the end of
+                # the headers or body, so the response looks complete but is not.
+                res.error = "timeout"
+                res.error_detail = f"total timeout {self.total_timeout_s}s"
+                res.truncated = True
         except Exception as e:
             res.error = "timeout" if deadline.fired else _classify(e)
             res.error_detail = (
