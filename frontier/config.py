@@ -17,7 +17,9 @@ from workers.useragent import DEFAULT_CONTACT
 
 log = logging.getLogger(__name__)
 
-E_BAD_VALUE = "Setting {name}={value!r} is invalid: {why}. Fix it in the config or on the command line."
+E_BAD_VALUE = (
+    "Setting {name}={value!r} is invalid: {why}. Fix it in the config or on the command line."
+)
 E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
 
 
@@ -105,10 +107,7 @@ class CrawlConfig:
         ]
         for name in positive:
             value = getattr(self, name)
-            if name == "max_retries":
-                ok = value >= 0
-            else:
-                ok = value > 0
+            ok = value >= 0 if name == "max_retries" else value > 0
             if not ok or (isinstance(value, float) and math.isnan(value)):
                 raise ConfigError(E_BAD_VALUE.format(name=name, value=value, why="must be > 0"))
         for name in ("host_delay_s", "ip_delay_s", "adaptive_delay_factor", "max_delay_s",

@@ -78,6 +78,11 @@ class Lease:
         return cls(int(partition), str(lease_id), str(host), Entry.decode(str(entry)))
 
 
+def ip_token(lease: Lease) -> str:
+    """The per-IP in-flight token of a lease (unique crawl-wide)."""
+    return f"{lease.partition}:{lease.lease_id}"
+
+
 @dataclass(frozen=True, slots=True)
 class Completion:
     """How a lease ends. ``outcome`` names the counter to increment ('' for none)."""
@@ -137,7 +142,9 @@ class Frontier:
                         args=[self.keys.prefix(p), now, *self._bloom_args, *args], client=pipe)
         return list(groups)
 
-    def admit(self, links: Iterable[tuple[str, str, Entry]], now: float | None = None) -> AdmitResult:
+    def admit(
+        self, links: Iterable[tuple[str, str, Entry]], now: float | None = None
+    ) -> AdmitResult:
         pipe = self.r.pipeline(transaction=False)
         touched = self.queue_admit(pipe, links, now)
         result = AdmitResult()
@@ -217,7 +224,9 @@ class Frontier:
                 for v, lease in zip(pipe.execute(), leases, strict=True)]
 
     # -- per-IP politeness --------------------------------------------------------------------
-    def ip_acquire(self, requests: Sequence[tuple[str, str]], now: float | None = None) -> list[float]:
+    def ip_acquire(
+        self, requests: Sequence[tuple[str, str]], now: float | None = None
+    ) -> list[float]:
         """Gate (ip, token) pairs; returns per pair 0.0 (granted) or seconds to wait."""
         if self.config.ip_concurrency <= 0 or not requests:
             return [0.0] * len(requests)

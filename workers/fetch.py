@@ -475,13 +475,16 @@ class Fetcher:
         return self._fetch(url, ip, extra_headers, self.max_bytes, filter_types=True,
                            truncation_is_error=True)
 
-    def fetch_robots(self, url: str, ip: str | None = None) -> FetchResult:
+    def fetch_robots(self, url: str, ip: str | None = None,
+                     hop_delay_s: float = 0.0) -> FetchResult:
         """GET a robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2).
 
         The body is capped at :data:`ROBOTS_MAX_BYTES`; the cap truncates (``truncated``)
         without setting ``error``. Any media type is accepted. ``ip`` applies to the original
         URL's host only; redirect targets are resolved (and checked) anew. ``elapsed_s`` and
         ``started_at`` cover all hops; ``redirects`` lists the URLs that redirected.
+        ``hop_delay_s`` is slept before each redirect hop, so following a redirect keeps the
+        host's politeness delay.
         """
         first_host = _hostname(url)
         chain: list[str] = []
@@ -502,6 +505,8 @@ class Fetcher:
                 break
             chain.append(current)
             current = urljoin(current, res.location.strip())
+            if hop_delay_s > 0:
+                time.sleep(hop_delay_s)
         res.redirects = chain
         res.started_at = started
         res.elapsed_s = elapsed

@@ -1,0 +1,57 @@
+"""Politeness and completeness checks over the sandbox server's request log.
+
+Shared by every end-to-end test, so each crawl is judged by the same rules.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from sandbox import LogEntry
+
+TOLERANCE_S = 0.002  # clock granularity between the server's end stamp and the next start
+
+
+def crawler_entries(entries: Iterable[LogEntry], token: str = "Trawl/") -> list[LogEntry]:
+    return [e for e in entries if e.ua.startswith(token)]
+
+
+def url_of(e: LogEntry, port: int) -> str:
+    return f"http://{e.host}:{port}{e.path}"
+
+
+def overlaps(entries: list[LogEntry], key: str) -> list[tuple[LogEntry, LogEntry]]:
+    """Pairs of requests to one host (key='host') or IP (key='ip') that were in flight at once."""
+    by: dict[str, list[LogEntry]] = defaultdict(list)
+    for e in entries:
+        by[getattr(e, key)].append(e)
+    bad = []
+    for group in by.values():
+        group.sort(key=lambda e: e.start)
+        for a, b in itertools.pairwise(group):
+            if b.start < a.end - TOLERANCE_S:
+                bad.append((a, b))
+    return bad
+
+
+def short_gaps(entries: list[LogEntry], min_gap_s: dict[str, float],
+               default_gap_s: float) -> list[tuple[LogEntry, LogEntry, float]]:
+    """Consecutive requests to a host closer than its required gap (end → next start)."""
+    by: dict[str, list[LogEntry]] = defaultdict(list)
+    for e in entries:
+        by[e.host].append(e)
+    bad = []
+    for host, group in by.items():
+        need = min_gap_s.get(host, default_gap_s)
+        group.sort(key=lambda e: e.start)
+        for a, b in itertools.pairwise(group):
+            gap = b.start - a.end
+            if gap < need - TOLERANCE_S:
+                bad.append((a, b, gap))
+    return bad
+
+
+def fetch_counts(entries: list[LogEntry], port: int) -> Counter[str]:
+    return Counter(url_of(e, port) for e in entries)

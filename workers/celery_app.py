@@ -1,0 +1,38 @@
+"""The Celery application: JSON only (never pickle from the broker), late acks, prefetch 1.
+
+Celery carries work, Redis carries state: a task is a small JSON list of leased URLs; a lost or
+duplicated task message cannot lose or double a URL, because the lease in Redis decides.
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+
+app = Celery("trawl")
+
+
+def configure(redis_url: str, namespace: str, lease_ttl_s: float = 120.0,
+              events: bool = False) -> Celery:
+    app.conf.update(
+        broker_url=redis_url,
+        result_backend=None,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],  # refuse pickle and everything else from the broker
+        result_accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        # One message at a time per slot: a fetch never waits behind another host's task.
+        worker_prefetch_multiplier=1,
+        worker_send_task_events=events,
+        task_send_sent_event=events,
+        worker_hijack_root_logger=False,
+        broker_connection_retry_on_startup=True,
+        # Redelivery of an unacked task after this long is harmless (the lease decides), but
+        # should not happen before the lease itself expires.
+        broker_transport_options={"visibility_timeout": int(max(300, lease_ttl_s * 3))},
+        task_default_queue=f"{namespace}.fetch",
+        trawl_redis_url=redis_url,
+        trawl_namespace=namespace,
+    )
+    return app

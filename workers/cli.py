@@ -1,0 +1,343 @@
+"""The ``trawl`` command: demo, crawl, worker, scheduler, seed, status, robots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from frontier.config import ConfigError, CrawlConfig
+
+log = logging.getLogger("trawl")
+
+DEMO_MARKER = ".trawl-demo"
+
+
+def _common_crawl_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redis", help="redis://HOST:PORT/DB of an existing server (default: start "
+                   "an embedded one)")
+    p.add_argument("--namespace", default="trawl", help="crawl name (Redis key prefix)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
+                   help="Celery worker processes to start here (default: cores)")
+    p.add_argument("--concurrency", type=int, default=8, help="fetch threads per worker")
+    p.add_argument("--partitions", type=int, default=64)
+    p.add_argument("--max-pages", type=int, default=0)
+    p.add_argument("--max-depth", type=int, default=50)
+    p.add_argument("--delay", type=float, help="minimum seconds between requests to a host")
+    p.add_argument("--ip-concurrency", type=int, help="requests in flight per IP (0 = no limit)")
+    p.add_argument("--output", help="output directory (WARC, JSONL records, logs)")
+    p.add_argument("--summary-json", help="write the final summary as JSON here")
+    p.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    p.add_argument("--events", action="store_true", help="send task events (for Flower)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
+                   help="any crawl setting, e.g. --set max_retries=3 (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trawl", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    demo = sub.add_parser("demo", help="crawl the built-in sandbox web on an embedded Redis")
+    _common_crawl_args(demo)
+    demo.add_argument("--hosts", type=int, default=200)
+    demo.add_argument("--pages-per-host", type=int, default=100)
+    demo.add_argument("--seed", type=int, default=1)
+    demo.add_argument("--ips", type=int, default=50)
+
+    crawl = sub.add_parser("crawl", help="crawl from seed URLs")
+    _common_crawl_args(crawl)
+    crawl.add_argument("seeds", nargs="*", help="seed URLs")
+    crawl.add_argument("--seeds", dest="seed_file", help="file with one seed URL per line")
+    crawl.add_argument("--config", help="JSON file of crawl settings")
+    crawl.add_argument("--allow", action="append", default=[], metavar="DOMAIN",
+                       help="allowed host or domain (repeatable; default: the seeds' hosts)")
+    crawl.add_argument("--resume", action="store_true", help="continue the crawl in Redis")
+    crawl.add_argument("--fresh", action="store_true", help="delete that crawl's state first")
+
+    worker = sub.add_parser("worker", help="join a running crawl as a Celery worker")
+    worker.add_argument("--redis", required=True)
+    worker.add_argument("--namespace", default="trawl")
+    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument("--name", default=None)
+    worker.add_argument("--events", action="store_true")
+    worker.add_argument("--loglevel", default="WARNING")
+
+    sched = sub.add_parser("scheduler", help="run the scheduler of a crawl (until it is done)")
+    sched.add_argument("--redis", required=True)
+    sched.add_argument("--namespace", default="trawl")
+    sched.add_argument("--forever", action="store_true", help="keep running when idle")
+
+    seed = sub.add_parser("seed", help="add URLs to a running crawl")
+    seed.add_argument("--redis", required=True)
+    seed.add_argument("--namespace", default="trawl")
+    seed.add_argument("urls", nargs="*")
+    seed.add_argument("--file")
+
+    status = sub.add_parser("status", help="queue sizes, in-flight, errors per partition")
+    status.add_argument("--redis", required=True)
+    status.add_argument("--namespace", default="trawl")
+    status.add_argument("--json", action="store_true")
+    status.add_argument("--partitions", action="store_true", help="one row per partition")
+
+    robots = sub.add_parser("robots", help="check URLs against a robots.txt file or URL")
+    robots.add_argument("source", help="robots.txt file path or http(s) URL")
+    robots.add_argument("urls", nargs="+")
+    robots.add_argument("--agent", default="trawl")
+    robots.add_argument("--json", action="store_true")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if getattr(args, "config", None):
+        try:
+            data.update(json.loads(Path(args.config).read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"Cannot read --config {args.config}: {exc}") from exc
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        try:
+            data[name] = json.loads(value)
+        except json.JSONDecodeError:
+            data[name] = value
+    for name, attr in (("partitions", "partitions"), ("max_pages", "max_pages"),
+                       ("max_depth", "max_depth"), ("host_delay_s", "delay"),
+                       ("ip_concurrency", "ip_concurrency"), ("output_dir", "output"),
+                       ("namespace", "namespace")):
+        value = getattr(args, attr, None)
+        if value is not None:
+            data[name] = value
+    return data
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sandbox import SandboxConfig, SandboxWeb
+
+    out = Path(args.output or "trawl-demo-out")
+    if out.exists() and (out / DEMO_MARKER).exists():
+        shutil.rmtree(out)
+    elif out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--output {out} exists and is not a demo directory: choose another")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / DEMO_MARKER).write_text("")
+    web_cfg = SandboxConfig(seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host,
+                            ips=min(args.ips, args.hosts))
+    with SandboxWeb(web_cfg, out / "sandbox-requests.log") as web:
+        settings = {"host_delay_s": 0.05, "adaptive_delay_factor": 0.0, "allow_private_ips": True,
+                    "ip_concurrency": 0, "static_hosts": web.resolver_map,
+                    "allowed_domains": [web_cfg.domain], "connect_timeout_s": 2.0,
+                    "read_timeout_s": 3.0, "total_timeout_s": 5.0, "retry_backoff_s": 0.5,
+                    "robots_error_ttl_s": 3600.0}
+        settings.update(_settings(args))
+        settings["output_dir"] = str(out)
+        return run_crawl(args, CrawlConfig.from_dict(settings), list(web.seeds), out)
+
+
+def cmd_crawl(args: argparse.Namespace) -> int:
+    from workers.crawl import canonical_seeds, default_domains
+
+    raw = list(args.seeds)
+    if args.seed_file:
+        try:
+            raw += Path(args.seed_file).read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"Cannot read --seeds {args.seed_file}: {exc}") from exc
+    seeds = canonical_seeds(raw) if (raw or not args.resume) else []
+    settings = _settings(args)
+    settings.setdefault("allowed_domains", args.allow or default_domains(seeds))
+    out = Path(settings.get("output_dir", "trawl-out"))
+    return run_crawl(args, CrawlConfig.from_dict(settings), seeds, out,
+                     resume=args.resume, fresh=args.fresh)
+
+
+def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], out: Path,
+              resume: bool = False, fresh: bool = False) -> int:
+    """Embedded Redis (unless --redis), workers, scheduler + progress, summary."""
+    from frontier.redisserver import EmbeddedRedis
+    from workers.celery_app import configure
+    from workers.crawl import (
+        CrawlWatcher,
+        WorkerPool,
+        connect,
+        init_crawl,
+        summarize,
+        terminate_on_sigterm,
+        write_summary,
+    )
+    from workers.progress import CrawlProgress, print_summary
+    from workers.scheduler import Scheduler
+
+    config.validate()
+    embedded = None
+    pool = None
+    with terminate_on_sigterm():
+        try:
+            if args.redis:
+                redis_url = args.redis
+            else:
+                embedded = EmbeddedRedis(out / "redis").start()
+                redis_url = embedded.url
+            client = connect(redis_url)
+            frontier = init_crawl(client, config, seeds, resume=resume, fresh=fresh)
+            config = frontier.config
+            app = configure(redis_url, config.namespace, config.lease_ttl_s, events=args.events)
+            pool = WorkerPool(redis_url, config.namespace, args.workers, args.concurrency,
+                              out / "logs", events=args.events).start()
+            scheduler = Scheduler(client, config, app)
+            watcher = CrawlWatcher(frontier)
+            start = time.monotonic()
+            with CrawlProgress(enabled=not args.no_progress) as progress:
+                last_check = 0.0
+                while True:
+                    result = scheduler.step()
+                    now = time.monotonic()
+                    if now - last_check >= 0.25:
+                        last_check = now
+                        if watcher.done():
+                            break
+                        progress.update(watcher.last)
+                        if pool.alive() == 0:
+                            raise RuntimeError(f"all workers exited: see {out / 'logs'}")
+                    if not result.dispatched:
+                        time.sleep(0.01)
+                progress.update(watcher.last)
+            elapsed = time.monotonic() - start
+            summary = summarize(watcher.poll(), elapsed, args.workers, config.partitions)
+        except KeyboardInterrupt:
+            print("interrupted: stopping workers", file=sys.stderr)
+            return 130
+        finally:
+            if pool:
+                pool.stop()
+            if embedded:
+                embedded.stop()
+    print_summary(summary)
+    write_summary(args.summary_json or (out / "summary.json"), summary)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from workers.celery_app import configure
+    from workers.context import load_config
+    from workers.crawl import connect
+
+    client = connect(args.redis)
+    config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery starts
+    app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events)
+    import workers.tasks  # noqa: F401 - registers the tasks
+
+    argv = ["worker", "-P", "threads", "-c", str(args.concurrency), "-Q",
+            f"{args.namespace}.fetch", "--without-gossip", "--without-mingle",
+            "-l", args.loglevel]
+    if args.name:
+        argv += ["-n", f"{args.name}@%h"]
+    if args.events:
+        argv.append("-E")
+    app.worker_main(argv)
+    return 0
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    from workers.celery_app import configure
+    from workers.context import load_config
+    from workers.crawl import CrawlWatcher, connect
+    from workers.scheduler import Scheduler
+
+    client = connect(args.redis)
+    config = load_config(client, args.namespace, args.redis)
+    app = configure(args.redis, args.namespace, config.lease_ttl_s)
+    scheduler = Scheduler(client, config, app)
+    watcher = CrawlWatcher(scheduler.frontier)
+    last = [0.0]
+
+    def stop() -> bool:
+        now = time.monotonic()
+        if args.forever or now - last[0] < 1.0:
+            return False
+        last[0] = now
+        return watcher.done(settle_s=2.0)
+
+    scheduler.run(stop)
+    return 0
+
+
+def cmd_seed(args: argparse.Namespace) -> int:
+    from frontier.frontier import Frontier
+    from workers.context import load_config
+    from workers.crawl import admit_seeds, canonical_seeds, connect
+
+    raw = list(args.urls) + (Path(args.file).read_text().splitlines() if args.file else [])
+    client = connect(args.redis)
+    frontier = Frontier(client, load_config(client, args.namespace, args.redis))
+    n = admit_seeds(frontier, canonical_seeds(raw))
+    print(f"admitted {n} new URLs ({len(raw) - n} already seen or blank)")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from frontier.frontier import Frontier
+    from workers.context import load_config
+    from workers.crawl import connect
+
+    client = connect(args.redis)
+    frontier = Frontier(client, load_config(client, args.namespace, args.redis))
+    parts = frontier.partition_stats()
+    totals = frontier.stats()
+    if args.json:
+        print(json.dumps({"totals": totals, "partitions": parts if args.partitions else None}))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"crawl {args.namespace}")
+    cols = ["queued", "inflight", "admitted", "fetched", "failed", "robots_blocked", "retries"]
+    table.add_column("partition")
+    for c in cols:
+        table.add_column(c, justify="right")
+    table.add_column("errors", justify="right")
+    rows = list(enumerate(parts)) if args.partitions else []
+    for p, st in rows:
+        errs = sum(v for k, v in st.items() if k.startswith("err:"))
+        table.add_row(str(p), *(str(st.get(c, 0)) for c in cols), str(errs))
+    errs = sum(v for k, v in totals.items() if k.startswith("err:"))
+    table.add_row("all", *(str(totals.get(c, 0)) for c in cols), str(errs))
+    Console().print(table)
+    for k, v in sorted(totals.items()):
+        if k.startswith("err:"):
+            print(f"  {k[4:]}: {v}")
+    return 0
+
+
+def cmd_robots(args: argparse.Namespace) -> int:
+    from workers.robots import robots_command
+
+    return robots_command(args.source, args.urls, args.agent, args.json)
+
+
+COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker,
+            "scheduler": cmd_scheduler, "seed": cmd_seed, "status": cmd_status,
+            "robots": cmd_robots}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as exc:
+        print(f"trawl: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""Running a crawl: store its config and seeds, start workers, schedule, watch, summarize."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from frontier.config import ConfigError, CrawlConfig
+from frontier.frontier import Entry, Frontier
+from frontier.keys import Keys
+from frontier.urls import InvalidURL, canonicalize, host_of
+
+log = logging.getLogger(__name__)
+
+E_SEED = "Seed URL {url!r} is not crawlable: {why}. Give absolute http(s) URLs."
+E_EXISTS = ("A crawl named {ns!r} already exists in this Redis. Use --resume to continue it, "
+            "--fresh to delete it and start over, or another --namespace.")
+E_REDIS = "Cannot reach Redis at {url}: {why}. Check --redis (format redis://HOST:PORT/DB)."
+
+
+def connect(url: str) -> redis.Redis:
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(E_REDIS.format(url=url, why="not a redis://, rediss:// or unix:// URL"))
+    try:
+        client = redis.Redis.from_url(url, socket_connect_timeout=5)
+        client.ping()
+    except (redis.RedisError, ValueError) as exc:
+        raise ConfigError(E_REDIS.format(url=url, why=exc)) from exc
+    return client
+
+
+def canonical_seeds(seeds: Iterable[str]) -> list[str]:
+    out = []
+    for raw in seeds:
+        raw = raw.strip()
+        if not raw or raw.startswith("#"):
+            continue
+        try:
+            out.append(canonicalize(raw))
+        except InvalidURL as exc:
+            raise ConfigError(E_SEED.format(url=raw, why=exc.reason)) from exc
+    if not out:
+        raise ConfigError("No seed URLs given: pass URLs as arguments or --seeds FILE.")
+    return out
+
+
+def init_crawl(client: redis.Redis, config: CrawlConfig, seeds: list[str],
+               resume: bool = False, fresh: bool = False) -> Frontier:
+    """Store the crawl's config in Redis and admit the seeds (depth 0)."""
+    keys = Keys(config.namespace)
+    exists = client.exists(keys.config)
+    if exists and fresh:
+        delete_crawl(client, config.namespace)
+    elif exists and not resume:
+        raise ConfigError(E_EXISTS.format(ns=config.namespace))
+    if exists and resume and not fresh:
+        config = CrawlConfig.from_json(client.get(keys.config).decode())
+    else:
+        client.set(keys.config, config.to_json())
+    frontier = Frontier(client, config)
+    admit_seeds(frontier, seeds)
+    return frontier
+
+
+def admit_seeds(frontier: Frontier, seeds: list[str]) -> int:
+    res = frontier.admit([(host_of(u), u, Entry(u, 0)) for u in seeds])
+    if frontier.config.max_pages and res.admitted:
+        frontier.r.incrby(frontier.keys.admitted_total, res.admitted)
+    return res.admitted
+
+
+def delete_crawl(client: redis.Redis, namespace: str) -> int:
+    n = 0
+    for key in client.scan_iter(f"{namespace}:*", count=1000):
+        n += client.delete(key)
+    for key in client.scan_iter(f"{namespace}.fetch*", count=1000):
+        n += client.delete(key)
+    return n
+
+
+def default_domains(seeds: list[str]) -> list[str]:
+    return sorted({host_of(u).rsplit(":", 1)[0] for u in seeds})
+
+
+@dataclass
+class WorkerPool:
+    """``trawl worker`` child processes of this machine, stopped without leftovers."""
+
+    redis_url: str
+    namespace: str
+    count: int
+    concurrency: int
+    log_dir: Path
+    events: bool = False
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(self) -> WorkerPool:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        for i in range(self.count):
+            self.start_one(i)
+        return self
+
+    def start_one(self, i: int) -> subprocess.Popen[bytes]:
+        cmd = [sys.executable, "-m", "workers.cli", "worker", "--redis", self.redis_url,
+               "--namespace", self.namespace, "--concurrency", str(self.concurrency),
+               "--name", f"w{i}-{os.getpid()}"]
+        if self.events:
+            cmd.append("--events")
+        logf = open(self.log_dir / f"worker-{i}.log", "ab")  # noqa: SIM115 - child owns it
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        logf.close()
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for p in self.procs:
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()
+
+    def alive(self) -> int:
+        return sum(1 for p in self.procs if p.poll() is None)
+
+
+def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
+              partitions: int) -> dict[str, Any]:
+    fetched = stats.get("fetched", 0)
+    summary: dict[str, Any] = {
+        "pages_fetched": fetched,
+        "pages_failed": stats.get("failed", 0),
+        "urls_admitted": stats.get("admitted", 0),
+        "urls_seen_rejected": stats.get("seen_rejected", 0),
+        "robots_blocked": stats.get("robots_blocked", 0),
+        "out_of_scope": stats.get("out_of_scope", 0),
+        "redirects": stats.get("redirects", 0),
+        "retries": stats.get("retries", 0),
+        "robots_fetches": stats.get("robots_fetches", 0),
+        "requeued_leases": stats.get("requeued", 0),
+        "queued": stats.get("queued", 0),
+        "inflight": stats.get("inflight", 0),
+        "elapsed_s": round(elapsed_s, 3),
+        "pages_per_s": round(fetched / elapsed_s, 2) if elapsed_s > 0 else 0.0,
+        "workers": workers,
+        "partitions": partitions,
+    }
+    summary["errors"] = {k[4:]: v for k, v in sorted(stats.items()) if k.startswith("err:")}
+    summary["links"] = {k: v for k, v in sorted(stats.items())
+                        if k.startswith("links_") or k.startswith("robots:")
+                        or k in ("parse_errors", "deferred", "stale", "stale_messages",
+                                  "skipped_content_type")}
+    summary["accounted"] = (summary["pages_fetched"] + summary["pages_failed"]
+                            + summary["robots_blocked"] + summary["out_of_scope"])
+    return summary
+
+
+class CrawlWatcher:
+    """Polls the crawl's counters; the crawl is done when nothing is queued or leased."""
+
+    def __init__(self, frontier: Frontier) -> None:
+        self.frontier = frontier
+        self._idle_since: float | None = None
+        self.last: dict[str, int] = {}
+
+    def poll(self) -> dict[str, int]:
+        self.last = self.frontier.stats()
+        return self.last
+
+    def done(self, settle_s: float = 0.5) -> bool:
+        """True once queued == inflight == 0 has held for ``settle_s`` (links in transit)."""
+        st = self.poll()
+        now = time.monotonic()
+        if st.get("queued", 0) == 0 and st.get("inflight", 0) == 0:
+            if self._idle_since is None:
+                self._idle_since = now
+            return now - self._idle_since >= settle_s
+        self._idle_since = None
+        return False
+
+
+def write_summary(path: str | os.PathLike[str] | None, summary: dict[str, Any]) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+
+
+@contextlib.contextmanager
+def terminate_on_sigterm() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt so cleanup runs as on Ctrl-C."""
+    def handler(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

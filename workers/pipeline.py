@@ -1,0 +1,202 @@
+"""What a worker does with one leased URL: robots → fetch → store → parse → links.
+
+Each step's outcome is data (:class:`LeaseResult`): the lease's completion, the links to admit
+and the counters to bump. The caller (``workers.tasks``) applies the results of a whole task
+in one Redis pipeline. Nothing here raises for bad input or bad servers; every way a URL can
+end is an outcome counted in Redis and written to the JSONL records.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from dedup.fingerprint import content_fingerprint
+from frontier.frontier import Completion, Entry, Lease
+from frontier.politeness import host_delay, retry_backoff
+from frontier.urls import InvalidURL, canonicalize, host_of
+from workers.context import WorkerContext
+from workers.fetch import FetchResult
+from workers.parse import parse_html
+from workers.robots import RobotsPolicy, ttl_for
+from workers.useragent import ROBOTS_TOKEN
+
+log = logging.getLogger(__name__)
+
+#: Fetch errors worth another try later (the server or the network may recover).
+RETRYABLE_ERRORS = frozenset({"timeout", "connect_error", "connection_reset", "invalid_response",
+                              "dns"})
+RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+@dataclass
+class LeaseResult:
+    completion: Completion
+    links: list[tuple[str, str, Entry]] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    record: dict[str, Any] | None = None
+
+
+def robots_url(url: str) -> str:
+    start = url.find("://") + 3
+    end = url.find("/", start)
+    return (url if end < 0 else url[:end]) + "/robots.txt"
+
+
+def process_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+    """Never raises: an unexpected error becomes a retry, then a failure with its reason."""
+    try:
+        return _process(ctx, lease, ip)
+    except Exception as exc:  # a bug or a library crash must not kill the worker
+        log.exception("internal error on %s", lease.entry.url)
+        reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
+        return _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(), None)
+
+
+def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+    url, host, cfg = lease.entry.url, lease.host, ctx.config
+    policy = ctx.robots.get(host)
+    if policy is None:
+        return _fetch_robots(ctx, lease, ip)
+    if not policy.allowed(url, ROBOTS_TOKEN):
+        now = time.time()
+        result = LeaseResult(Completion(lease, now, "robots_blocked"))
+        result.record = _record(lease, "robots_blocked", now, ip, reason=policy.kind)
+        return result
+    res = ctx.fetcher.fetch(url, ip=ip)
+    end = time.time()
+    delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
+    if res.error == "forbidden_ip":
+        result = LeaseResult(Completion(lease, end, "out_of_scope"))
+        result.record = _record(lease, "out_of_scope", res.started_at, ip, reason=res.error_detail)
+        return result
+    if res.status is None or res.status in RETRYABLE_STATUS:
+        kind = res.error or f"http_{res.status}"
+        if ctx.warc and res.status is not None:
+            ctx.warc.write(res)
+        return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
+    return _fetched(ctx, lease, res, end + delay)
+
+
+def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+    """robots.txt is an ordinary polite fetch: the URL goes back to the head of its queue."""
+    cfg = ctx.config
+    res = ctx.fetcher.fetch_robots(robots_url(lease.entry.url), ip=ip,
+                                   hop_delay_s=min(cfg.host_delay_s, cfg.max_delay_s))
+    policy = RobotsPolicy.from_response(res.status, res.body, res.error)
+    ctx.robots.put(lease.host, policy, ttl_for(policy, cfg.robots_ttl_s, cfg.robots_error_ttl_s))
+    if ctx.warc and res.status is not None:
+        ctx.warc.write(res)
+    end = time.time()
+    delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
+    result = LeaseResult(Completion(lease, end + delay, "robots_fetches", requeue=lease.entry,
+                                    at_head=True))
+    result.counters[f"robots:{policy.kind}"] += 1
+    if policy.reason and policy.kind in ("unparseable", "unavailable"):
+        log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
+    return result
+
+
+def _fail_or_retry(ctx: WorkerContext, lease: Lease, ip: str | None, kind: str, reason: str,
+                   next_allowed: float, res: FetchResult | None) -> LeaseResult:
+    entry, cfg = lease.entry, ctx.config
+    counters: Counter[str] = Counter({f"err:{kind}": 1})
+    if entry.attempts < cfg.max_retries:
+        attempt = entry.attempts + 1
+        retry = Entry(entry.url, entry.depth, attempt, entry.hops)
+        wait = max(next_allowed, time.time() + retry_backoff(cfg, attempt))
+        log.info("retry %d/%d of %s in %.1fs: %s", attempt, cfg.max_retries, entry.url,
+                 wait - time.time(), reason)
+        return LeaseResult(Completion(lease, wait, "retries", requeue=retry), counters=counters)
+    log.warning("failed after %d attempts: %s: %s", entry.attempts + 1, entry.url, reason)
+    result = LeaseResult(Completion(lease, next_allowed, "failed"), counters=counters)
+    result.record = _record(lease, "failed", res.started_at if res else time.time(), ip,
+                            reason=reason, status=res.status if res else None)
+    return result
+
+
+def _fetched(
+    ctx: WorkerContext, lease: Lease, res: FetchResult, next_allowed: float
+) -> LeaseResult:
+    cfg, entry = ctx.config, lease.entry
+    result = LeaseResult(Completion(lease, next_allowed, "fetched"))
+    warc_ref = ctx.warc.write(res) if ctx.warc else None
+    found = 0
+    extra: dict[str, Any] = {}
+    status = res.status or 0
+    if res.error == "content_type_skipped":
+        result.counters["skipped_content_type"] += 1
+        extra["skipped"] = res.error
+    elif res.error:
+        result.counters[f"err:{res.error}"] += 1
+        extra["error"] = res.error
+    if 300 <= status < 400 and res.location:
+        found = 1
+        extra["redirect_to"] = _admit_redirect(ctx, result, entry, res.location)
+    elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
+        page = parse_html(res.body, entry.url, res.content_type, res.header("x-robots-tag"),
+                          max_links=cfg.max_links_per_page)
+        if page.error:
+            result.counters["parse_errors"] += 1
+            extra["parse_error"] = page.error
+            log.info("parse problem on %s: %s", entry.url, page.error)
+        found = len(page.links)
+        depth = entry.depth + 1
+        if not cfg.max_depth or ctx.scope.depth_allowed(depth):
+            for link in page.links:
+                if link.nofollow:
+                    result.counters["links_nofollow"] += 1
+                    continue
+                _add_link(ctx, result, link.url, Entry("", depth))
+        else:
+            result.counters["links_too_deep"] += found
+    result.record = _record(
+        lease, "fetched", res.started_at, res.ip, status=res.status, bytes=len(res.body),
+        digest=content_fingerprint(res.body) if res.body else None, links_found=found,
+        links_admitted=len(result.links), elapsed_s=round(res.elapsed_s, 4),
+        content_type=res.content_type, truncated=res.truncated or None,
+        warc=list(warc_ref) if warc_ref else None, **extra,
+    )
+    return result
+
+
+def _admit_redirect(ctx: WorkerContext, result: LeaseResult, entry: Entry, location: str) -> str:
+    result.counters["redirects_seen"] += 1
+    if entry.hops + 1 > ctx.config.max_redirects:
+        result.counters["redirects_too_long"] += 1
+        return location
+    target = _add_link(ctx, result, location, Entry("", entry.depth, 0, entry.hops + 1),
+                       base=entry.url)
+    if target:
+        result.counters["redirects"] += 1
+    return target or location
+
+
+def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entry,
+              base: str | None = None) -> str | None:
+    """Canonicalize and scope-check one link; queue it for admission. Returns the URL."""
+    try:
+        url = canonicalize(href, base) if base else canonicalize(href)
+    except InvalidURL as exc:
+        result.counters["links_invalid"] += 1
+        log.debug("bad link %r: %s", href[:200], exc.reason)
+        return None
+    host = host_of(url)
+    if not ctx.scope.host_allowed(host):
+        result.counters["links_out_of_scope"] += 1
+        return None
+    result.links.append((host, url, Entry(url, template.depth, 0, template.hops)))
+    return url
+
+
+def _record(lease: Lease, outcome: str, started_at: float, ip: str | None,
+            **fields: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"url": lease.entry.url, "outcome": outcome,
+                           "fetched_at": round(started_at, 4), "host": lease.host, "ip": ip,
+                           "depth": lease.entry.depth, "attempts": lease.entry.attempts + 1}
+    rec.update({k: v for k, v in fields.items() if v is not None})
+    return rec

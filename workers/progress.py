@@ -1,0 +1,67 @@
+"""Live progress bar and final summary table (rich), on stderr and stdout respectively."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+class CrawlProgress:
+    def __init__(self, enabled: bool = True) -> None:
+        self.console = Console(stderr=True)
+        self.progress = Progress(
+            TextColumn("[bold]crawl"), BarColumn(),
+            TextColumn("{task.fields[fetched]} fetched"),
+            TextColumn("{task.fields[rate]:>6.1f} pages/s"),
+            TextColumn("queued {task.fields[queued]}"),
+            TextColumn("in flight {task.fields[inflight]}"),
+            TextColumn("errors {task.fields[errors]}"),
+            TimeElapsedColumn(), console=self.console, disable=not enabled,
+            refresh_per_second=4,
+        )
+        self.task: TaskID | None = None
+        self.start = time.monotonic()
+        self._window: list[tuple[float, int]] = []
+
+    def __enter__(self) -> CrawlProgress:
+        self.progress.start()
+        self.task = self.progress.add_task("crawl", total=1, fetched=0, rate=0.0, queued=0,
+                                           inflight=0, errors=0)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, st: dict[str, int]) -> None:
+        now = time.monotonic()
+        fetched = st.get("fetched", 0)
+        self._window.append((now, fetched))
+        while len(self._window) > 2 and now - self._window[0][0] > 5.0:
+            self._window.pop(0)
+        t0, f0 = self._window[0]
+        rate = (fetched - f0) / (now - t0) if now > t0 else 0.0
+        done = fetched + st.get("failed", 0) + st.get("robots_blocked", 0) + st.get(
+            "out_of_scope", 0)
+        errors = st.get("failed", 0) + sum(v for k, v in st.items() if k.startswith("err:"))
+        assert self.task is not None
+        self.progress.update(self.task, total=max(1, st.get("admitted", 0)), completed=done,
+                             fetched=fetched, rate=rate, queued=st.get("queued", 0),
+                             inflight=st.get("inflight", 0), errors=errors)
+
+
+def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    table = Table(title="Trawl crawl summary", show_header=True)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary.items():
+        if isinstance(value, dict):
+            for sub, v in value.items():
+                table.add_row(f"{key}.{sub}", str(v))
+        else:
+            table.add_row(key, str(value))
+    console.print(table)

@@ -1,0 +1,121 @@
+"""The scheduler: turns due hosts into Celery tasks, re-queues expired leases.
+
+Each step leases due hosts from every partition (one pipeline), passes them through the per-IP
+gate, and sends them as tasks of ``task_batch`` URLs of distinct hosts. The number of leases
+out at once is bounded by ``max_inflight``, so the broker queue stays short and every task a
+worker receives is due now.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import redis
+from celery import Celery
+
+from frontier.config import CrawlConfig
+from frontier.frontier import Completion, Frontier, Lease, ip_token
+from workers.dns import CachingResolver, DNSError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepResult:
+    dispatched: int
+    earliest: float | None
+
+
+class Scheduler:
+    def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery) -> None:
+        self.client = client
+        self.config = config
+        self.frontier = Frontier(client, config)
+        self.app = app
+        self.queue = self.frontier.keys.task_queue
+        self.resolver = CachingResolver(ttl_s=config.dns_ttl_s, static=config.static_hosts,
+                                        allow_private=config.allow_private_ips)
+        self._last_reap = 0.0
+        self._inflight = 0
+        self._inflight_read = 0.0
+        self.dispatched = 0
+
+    def inflight(self, now: float) -> int:
+        """Leases out crawl-wide, re-read from Redis at most every 50 ms."""
+        if now - self._inflight_read > 0.05:
+            pipe = self.client.pipeline(transaction=False)
+            for p in range(self.frontier.partitions):
+                pipe.hget(self.frontier.keys.stats(p), "inflight")
+            self._inflight = sum(int(v or 0) for v in pipe.execute())
+            self._inflight_read = now
+        return self._inflight
+
+    def step(self) -> StepResult:
+        now = time.time()
+        if now - self._last_reap >= 1.0:
+            reaped = self.frontier.reap(now)
+            if reaped:
+                log.warning("re-queued %d expired leases", reaped)
+            self._last_reap = now
+        budget = self.config.max_inflight - self.inflight(now)
+        if budget <= 0:
+            return StepResult(0, None)
+        per_partition = max(1, -(-budget // self.frontier.partitions))
+        leases, earliest = self.frontier.acquire(per_partition, now)
+        if not leases:
+            return StepResult(0, earliest)
+        ips = [self._ip(lease) for lease in leases]
+        granted = self._gate(leases, ips, now)
+        batch: list[list[object]] = []
+        for lease, ip in granted:
+            batch.append([*lease.to_message(), ip])
+            if len(batch) >= self.config.task_batch:
+                self._send(batch)
+                batch = []
+        if batch:
+            self._send(batch)
+        self._inflight += len(leases)
+        return StepResult(len(granted), earliest)
+
+    def _ip(self, lease: Lease) -> str | None:
+        name = lease.host.rsplit(":", 1)[0] if not lease.host.endswith("]") else lease.host
+        try:
+            return self.resolver.resolve(name)
+        except DNSError:
+            return None  # the worker resolves again and records the failure
+
+    def _gate(self, leases: list[Lease], ips: list[str | None],
+              now: float) -> list[tuple[Lease, str | None]]:
+        """Per-IP politeness: leases whose IP is busy go back to the head of their queue."""
+        gated = [(le, ip) for le, ip in zip(leases, ips, strict=True) if ip]
+        waits = self.frontier.ip_acquire([(ip, ip_token(le)) for le, ip in gated], now)
+        wait_of = {id(le): w for (le, _), w in zip(gated, waits, strict=True)}
+        granted, deferred = [], []
+        for lease, ip in zip(leases, ips, strict=True):
+            wait = wait_of.get(id(lease), 0.0)
+            if wait > 0:
+                deferred.append(Completion(lease, now + wait, "deferred", requeue=lease.entry,
+                                           at_head=True))
+            else:
+                granted.append((lease, ip))
+        if deferred:
+            self.frontier.complete(deferred)
+        return granted
+
+    def _send(self, batch: list[list[object]]) -> None:
+        self.app.send_task("trawl.fetch", args=[batch], queue=self.queue)
+        self.dispatched += len(batch)
+
+    def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.2) -> None:
+        """Step until ``should_stop()``; sleeps until the earliest due host when idle."""
+        while not should_stop():
+            result = self.step()
+            if result.dispatched:
+                continue
+            wait = idle_sleep_s
+            if result.earliest is not None:
+                wait = min(max(result.earliest - time.time(), 0.002), idle_sleep_s)
+            time.sleep(min(wait, 0.02) if self._inflight else wait)

@@ -1,0 +1,93 @@
+"""Celery tasks. ``trawl.fetch`` takes a batch of leased URLs of distinct hosts.
+
+A task is idempotent: a lease that is no longer current (expired and re-queued, or already
+completed by an earlier delivery of the same message) is skipped before any request is made.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+from celery.signals import worker_process_shutdown, worker_shutdown
+
+from frontier.frontier import Lease, ip_token
+from workers.celery_app import app
+from workers.context import close_context, get_context
+from workers.pipeline import LeaseResult, process_lease
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name="trawl.fetch", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def fetch(batch: list[list[Any]]) -> int:
+    """Fetch each ``[url, partition, lease, host, entry, ip]`` of ``batch``; returns fetched."""
+    ctx = get_context(app.conf.trawl_redis_url, app.conf.trawl_namespace)
+    leases, ips = [], []
+    for msg in batch:
+        try:
+            leases.append(Lease.from_message(msg[:5]))
+            ips.append(msg[5] if len(msg) > 5 else None)
+        except (ValueError, TypeError, IndexError):
+            # A malformed message carries no lease we can honour; its URL stays leased in
+            # Redis and comes back when the lease expires. Count it and go on.
+            log.error("malformed task message skipped: %r", msg)
+            ctx.client.hincrby(ctx.frontier.keys.stats(0), "err:bad_message", 1)
+    alive = ctx.frontier.lease_alive(leases) if leases else []
+    results: list[tuple[LeaseResult, str | None]] = []
+    stale = 0
+    for lease, ip, ok in zip(leases, ips, alive, strict=True):
+        if not ok:
+            stale += 1
+            continue
+        results.append((process_lease(ctx, lease, ip), ip))
+    apply_results(ctx, results, stale)
+    return sum(1 for r, _ in results if r.completion.outcome == "fetched")
+
+
+def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]], stale: int) -> None:
+    """Records first, then links, completions, IP releases and counters in one pipeline.
+
+    Links are admitted before the lease completes, so the crawl never looks finished while a
+    page's links are still on their way into the frontier.
+    """
+    frontier = ctx.frontier
+    links: dict[str, tuple[str, str, Any]] = {}
+    counters: Counter[str] = Counter()
+    for res, _ip in results:
+        if res.record is not None:
+            ctx.records.write(res.record)
+        for host, url, entry in res.links:
+            links.setdefault(url, (host, url, entry))
+        counters.update(res.counters)
+    if stale:
+        counters["stale_messages"] += stale
+    if ctx.config.max_pages and links:
+        total = int(ctx.client.get(frontier.keys.admitted_total) or 0)
+        if total >= ctx.config.max_pages:
+            counters["links_over_max_pages"] += len(links)
+            links = {}
+    pipe = ctx.client.pipeline(transaction=False)
+    n_admit = len(frontier.queue_admit(pipe, links.values())) if links else 0
+    frontier.queue_complete(pipe, [r.completion for r, _ in results])
+    ip_next = time.time() + ctx.config.ip_delay_s
+    frontier.queue_ip_release(pipe, [
+        (ip, ip_token(r.completion.lease), ip_next) for r, ip in results if ip
+    ])
+    if counters:
+        stats_key = frontier.keys.stats(0)
+        for name, amount in counters.items():
+            pipe.hincrby(stats_key, name, amount)
+    replies = pipe.execute()
+    if ctx.config.max_pages and n_admit:
+        admitted = frontier.admit_totals(replies[:n_admit]).admitted
+        if admitted:
+            ctx.client.incrby(frontier.keys.admitted_total, admitted)
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _flush_on_shutdown(**_kw: Any) -> None:
+    close_context()
