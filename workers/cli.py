@@ -26,9 +26,9 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                    help="Celery worker processes to start here (default: cores)")
     p.add_argument("--concurrency", type=int, default=8, help="fetch threads per worker")
-    p.add_argument("--partitions", type=int, default=64)
-    p.add_argument("--max-pages", type=int, default=0)
-    p.add_argument("--max-depth", type=int, default=50)
+    p.add_argument("--partitions", type=int, help="partitions P (default 64)")
+    p.add_argument("--max-pages", type=int, help="stop admitting after N URLs (default: no cap)")
+    p.add_argument("--max-depth", type=int, help="link depth limit (default 50)")
     p.add_argument("--delay", type=float, help="minimum seconds between requests to a host")
     p.add_argument("--ip-concurrency", type=int, help="requests in flight per IP (0 = no limit)")
     p.add_argument("--output", help="output directory (WARC, JSONL records, logs)")
@@ -205,7 +205,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                         if watcher.done():
                             break
                         progress.update(watcher.last)
-                        if pool.alive() == 0:
+                        if pool.count and pool.alive() == 0:
                             raise RuntimeError(f"all workers exited: see {out / 'logs'}")
                     if not result.dispatched:
                         time.sleep(0.01)
@@ -231,7 +231,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from workers.crawl import connect
 
     client = connect(args.redis)
-    config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery starts
+    config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery
     app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events)
     import workers.tasks  # noqa: F401 - registers the tasks
 
@@ -253,7 +253,15 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     from workers.scheduler import Scheduler
 
     client = connect(args.redis)
-    config = load_config(client, args.namespace, args.redis)
+    while True:
+        try:
+            config = load_config(client, args.namespace, args.redis)
+            break
+        except ConfigError as exc:
+            if not args.forever:
+                raise
+            log.warning("%s (waiting)", exc)
+            time.sleep(2.0)
     app = configure(args.redis, args.namespace, config.lease_ttl_s)
     scheduler = Scheduler(client, config, app)
     watcher = CrawlWatcher(scheduler.frontier)
@@ -320,7 +328,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_robots(args: argparse.Namespace) -> int:
     from workers.robots import robots_command
 
-    return robots_command(args.source, args.urls, args.agent, args.json)
+    return robots_command(args.source, args.urls, args.agent, args.json, out=sys.stdout)
 
 
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import redis
 
-from frontier.config import CrawlConfig
+from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Frontier
 from frontier.keys import Keys
 from frontier.scope import Scope
@@ -36,7 +36,7 @@ E_NO_CRAWL = (
 def load_config(client: redis.Redis, namespace: str, url: str = "") -> CrawlConfig:
     raw = client.get(Keys(namespace).config)
     if raw is None:
-        raise RuntimeError(E_NO_CRAWL.format(ns=namespace, url=url))
+        raise ConfigError(E_NO_CRAWL.format(ns=namespace, url=url))
     return CrawlConfig.from_json(raw.decode())
 
 
