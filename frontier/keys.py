@@ -69,6 +69,11 @@ class Keys:
         return f"{self.ns}:config"
 
     @property
+    def started(self) -> str:
+        """Crawl start time (time.time()), for rates in ``trawl status``."""
+        return f"{self.ns}:started"
+
+    @property
     def admitted_total(self) -> str:
         return f"{self.ns}:admitted"
 

@@ -76,6 +76,7 @@ def test_seed_and_status_on_a_crawl(capsys, redis_client: redis.Redis,
     assert code == 0
     st = json.loads(out)
     assert st["totals"]["queued"] == 2 and len(st["partitions"]) == 4
+    assert st["pages_per_s"] == 0
     code, _out, err = run(capsys, "seed", "--redis", redis_server.url, "--namespace", "c1",
                           "ftp://x/")
     assert code == 2 and "ftp://x/" in err

@@ -300,8 +300,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     frontier = Frontier(client, load_config(client, args.namespace, args.redis))
     parts = frontier.partition_stats()
     totals = frontier.stats()
+    started = float(client.get(frontier.keys.started) or time.time())
+    rate = round(totals["fetched"] / max(1e-9, time.time() - started), 2)
     if args.json:
-        print(json.dumps({"totals": totals, "partitions": parts if args.partitions else None}))
+        print(json.dumps({"totals": totals, "pages_per_s": rate,
+                          "partitions": parts if args.partitions else None}))
         return 0
     from rich.console import Console
     from rich.table import Table
@@ -319,6 +322,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     errs = sum(v for k, v in totals.items() if k.startswith("err:"))
     table.add_row("all", *(str(totals.get(c, 0)) for c in cols), str(errs))
     Console().print(table)
+    print(f"pages/s since start: {rate}")
     for k, v in sorted(totals.items()):
         if k.startswith("err:"):
             print(f"  {k[4:]}: {v}")

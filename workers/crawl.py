@@ -69,6 +69,7 @@ def init_crawl(client: redis.Redis, config: CrawlConfig, seeds: list[str],
         config = CrawlConfig.from_json(client.get(keys.config).decode())
     else:
         client.set(keys.config, config.to_json())
+    client.set(keys.started, repr(time.time()), nx=True)
     frontier = Frontier(client, config)
     admit_seeds(frontier, seeds)
     return frontier
@@ -207,11 +208,16 @@ def write_summary(path: str | os.PathLike[str] | None, summary: dict[str, Any]) 
 
 @contextlib.contextmanager
 def terminate_on_sigterm() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt so cleanup runs as on Ctrl-C."""
+    """Turn SIGTERM and SIGINT into KeyboardInterrupt so cleanup runs as on Ctrl-C.
+
+    SIGINT is set explicitly: a process started in the background by a shell inherits it
+    ignored, and would otherwise leave its workers behind.
+    """
     def handler(_sig: int, _frame: Any) -> None:
         raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
