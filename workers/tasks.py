@@ -37,17 +37,18 @@ def fetch(batch: list[list[Any]]) -> int:
             ctx.client.hincrby(ctx.frontier.keys.stats(0), "err:bad_message", 1)
     alive = ctx.frontier.lease_alive(leases) if leases else []
     results: list[tuple[LeaseResult, str | None]] = []
-    stale = 0
+    stale: list[tuple[Lease, str | None]] = []
     for lease, ip, ok in zip(leases, ips, alive, strict=True):
         if not ok:
-            stale += 1
+            stale.append((lease, ip))
             continue
         results.append((process_lease(ctx, lease, ip), ip))
     apply_results(ctx, results, stale)
     return sum(1 for r, _ in results if r.completion.outcome == "fetched")
 
 
-def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]], stale: int) -> None:
+def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
+                  stale: list[tuple[Lease, str | None]]) -> None:
     """Records first, then links, completions, IP releases and counters in one pipeline.
 
     Links are admitted before the lease completes, so the crawl never looks finished while a
@@ -63,7 +64,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]], stale
             links.setdefault(url, (host, url, entry))
         counters.update(res.counters)
     if stale:
-        counters["stale_messages"] += stale
+        counters["stale_messages"] += len(stale)
     if ctx.config.max_pages and links:
         total = int(ctx.client.get(frontier.keys.admitted_total) or 0)
         if total >= ctx.config.max_pages:
@@ -75,7 +76,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]], stale
     ip_next = time.time() + ctx.config.ip_delay_s
     frontier.queue_ip_release(pipe, [
         (ip, ip_token(r.completion.lease), ip_next) for r, ip in results if ip
-    ])
+    ] + [(ip, ip_token(lease), time.time()) for lease, ip in stale if ip])
     if counters:
         stats_key = frontier.keys.stats(0)
         for name, amount in counters.items():
