@@ -87,7 +87,7 @@ class CrawlConfig:
 
     # --- scheduling ----------------------------------------------------------------------
     #: A URL leaves its host queue only into a lease; an unfinished lease expires after this.
-    lease_ttl_s: float = 120.0
+    lease_ttl_s: float = 300.0
     #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length).
     max_inflight: int = 256
     #: Due URLs (of distinct hosts) carried by one Celery task.
@@ -121,6 +121,11 @@ class CrawlConfig:
         if self.ip_concurrency < 0:
             raise ConfigError(E_BAD_VALUE.format(
                 name="ip_concurrency", value=self.ip_concurrency, why="must be >= 0"))
+        if self.lease_ttl_s < 2 * self.total_timeout_s + 5.0:
+            raise ConfigError(E_BAD_VALUE.format(
+                name="lease_ttl_s", value=self.lease_ttl_s,
+                why=f"must be at least 2 x total_timeout_s + 5 = "
+                    f"{2 * self.total_timeout_s + 5.0:g} so a fetch fits in its lease"))
         if self.partitions > 16384:
             raise ConfigError(E_BAD_VALUE.format(
                 name="partitions", value=self.partitions, why="at most 16384 (Redis slots)"))

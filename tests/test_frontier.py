@@ -97,7 +97,7 @@ def test_requeue_at_head_and_tail(redis_client: redis.Redis) -> None:
 
 
 def test_expired_lease_is_requeued_and_stale_completion_ignored(redis_client: redis.Redis) -> None:
-    f = make(redis_client, lease_ttl_s=10.0)
+    f = make(redis_client, lease_ttl_s=10.0, total_timeout_s=0.5)
     f.admit(links(2, 2), now=0.0)
     leases, _ = f.acquire(10, now=0.0)
     assert len(leases) == 2

@@ -11,7 +11,7 @@ from celery import Celery
 app = Celery("trawl")
 
 
-def configure(redis_url: str, namespace: str, lease_ttl_s: float = 120.0,
+def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
               events: bool = False) -> Celery:
     app.conf.update(
         broker_url=redis_url,

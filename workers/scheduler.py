@@ -70,8 +70,9 @@ class Scheduler:
         ips = [self._ip(lease) for lease in leases]
         granted = self._gate(leases, ips, now)
         batch: list[list[object]] = []
+        deadline = round(now + self.config.lease_ttl_s, 3)
         for lease, ip in granted:
-            batch.append([*lease.to_message(), ip])
+            batch.append([*lease.to_message(), ip, deadline])
             if len(batch) >= self.config.task_batch:
                 self._send(batch)
                 batch = []
