@@ -88,6 +88,12 @@ class CrawlConfig:
     # --- scheduling ----------------------------------------------------------------------
     #: A URL leaves its host queue only into a lease; an unfinished lease expires after this.
     lease_ttl_s: float = 300.0
+    #: A member owns its partitions for this long after its last heartbeat (every 1/3 of it);
+    #: a dead worker's partitions move to the others after at most this.
+    partition_ttl_s: float = 15.0
+    #: Deadline given to a URL lease when a worker starts fetching it (a dead worker's
+    #: in-flight URLs come back after this); at least 2 x total_timeout_s + 5.
+    fetch_lease_s: float = 0.0
     #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length).
     max_inflight: int = 256
     #: Due URLs (of distinct hosts) carried by one Celery task.
@@ -104,6 +110,7 @@ class CrawlConfig:
             "partitions", "max_retries", "lease_ttl_s", "max_inflight", "task_batch",
             "connect_timeout_s", "read_timeout_s", "total_timeout_s", "max_body_bytes",
             "bloom_capacity", "max_redirects", "max_links_per_page", "robots_ttl_s",
+            "partition_ttl_s",
         ]
         for name in positive:
             value = getattr(self, name)
@@ -121,6 +128,8 @@ class CrawlConfig:
         if self.ip_concurrency < 0:
             raise ConfigError(E_BAD_VALUE.format(
                 name="ip_concurrency", value=self.ip_concurrency, why="must be >= 0"))
+        if self.fetch_lease_s <= 0:
+            self.fetch_lease_s = 2 * self.total_timeout_s + 5.0
         if self.lease_ttl_s < 2 * self.total_timeout_s + 5.0:
             raise ConfigError(E_BAD_VALUE.format(
                 name="lease_ttl_s", value=self.lease_ttl_s,

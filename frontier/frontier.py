@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -116,6 +116,10 @@ class Frontier:
         self._acquire = _load_script(client, "acquire")
         self._complete = _load_script(client, "complete")
         self._reap = _load_script(client, "reap")
+        self.fenced: set[int] = set()
+        self._begin = _load_script(client, "begin")
+        self._claim = _load_script(client, "claim")
+        self._release_partition = _load_script(client, "release_partition")
         self._ip_acquire = _load_script(client, "ip_acquire")
         self._ip_release = _load_script(client, "ip_release")
 
@@ -163,29 +167,56 @@ class Frontier:
 
     # -- leases -----------------------------------------------------------------------------
     def acquire(
-        self, per_partition: int, now: float | None = None, partitions: Iterable[int] | None = None
+        self, per_partition: int, now: float | None = None,
+        partitions: Iterable[int] | Mapping[int, str] | None = None,
     ) -> tuple[list[Lease], float | None]:
         """Lease up to ``per_partition`` due hosts in each partition (one pipeline).
 
+        ``partitions`` maps partition -> owner value ("member|token") for fenced calls by a
+        partition owner, or lists partitions (unfenced; tests and single-scheduler setups).
         Returns the leases and the earliest next-allowed time of any host still waiting.
+        Partitions whose ownership was lost are recorded in ``self.fenced``.
         """
         now = time.time() if now is None else now
-        parts = list(range(self.partitions) if partitions is None else partitions)
+        owners = _owners(range(self.partitions) if partitions is None else partitions)
         pipe = self.r.pipeline(transaction=False)
-        for p in parts:
+        for p, owner in owners.items():
             self._acquire(keys=[self.keys.ready(p)],
-                          args=[self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s],
-                          client=pipe)
+                          args=[self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s,
+                                owner], client=pipe)
         leases: list[Lease] = []
         earliest: float | None = None
-        for p, reply in zip(parts, pipe.execute(), strict=True):
+        self.fenced = set()
+        for p, reply in zip(owners, pipe.execute(), strict=True):
             first = float(reply[0])
+            if first == -2:
+                self.fenced.add(p)
+                continue
             if first >= 0 and (earliest is None or first < earliest):
                 earliest = first
             for i in range(1, len(reply), 3):
                 leases.append(Lease(p, _text(reply[i]), _text(reply[i + 1]),
                                     Entry.decode(_text(reply[i + 2]))))
         return leases, earliest
+
+    def begin(self, leases: Sequence[Lease], budget_s: float,
+              now: float | None = None) -> list[bool]:
+        """A worker is about to fetch: which leases are still current (their deadline renewed)."""
+        now = time.time() if now is None else now
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, lease in enumerate(leases):
+            groups[lease.partition].append(i)
+        pipe = self.r.pipeline(transaction=False)
+        for p, idx in groups.items():
+            args: list[Any] = [self.keys.prefix(p), now, budget_s]
+            for i in idx:
+                args += [leases[i].lease_id, leases[i].host]
+            self._begin(keys=[self.keys.ready(p)], args=args, client=pipe)
+        ok = [False] * len(leases)
+        for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
+            for i, flag in zip(idx, reply, strict=True):
+                ok[i] = bool(int(flag))
+        return ok
 
     def queue_complete(self, pipe: Any, completions: Iterable[Completion]) -> int:
         """Add completion scripts to ``pipe``; returns how many replies they add."""
@@ -206,14 +237,41 @@ class Frontier:
         n = self.queue_complete(pipe, completions)
         return sum(int(x) for x in pipe.execute()[:n])
 
-    def reap(self, now: float | None = None, max_per_partition: int = 1000) -> int:
-        """Re-queue every expired lease; returns how many."""
+    def reap(self, now: float | None = None, max_per_partition: int = 1000,
+             partitions: Iterable[int] | Mapping[int, str] | None = None) -> int:
+        """Re-queue every expired lease (of the given partitions); returns how many."""
         now = time.time() if now is None else now
+        owners = _owners(range(self.partitions) if partitions is None else partitions)
+        pipe = self.r.pipeline(transaction=False)
+        for p, owner in owners.items():
+            self._reap(keys=[self.keys.ready(p)],
+                       args=[self.keys.prefix(p), now, max_per_partition, owner], client=pipe)
+        return sum(max(0, int(x)) for x in pipe.execute())
+
+    # -- partition ownership ------------------------------------------------------------------
+    def claim_partitions(self, member: str, partitions: Iterable[int],
+                         ttl_s: float) -> dict[int, int]:
+        """Claim or renew ownership; returns partition -> fencing token for those now held."""
+        parts = list(partitions)
+        pipe = self.r.pipeline(transaction=False)
+        for p in parts:
+            pre = self.keys.prefix(p)
+            self._claim(keys=[pre + "own", pre + "epoch"], args=[member, int(ttl_s * 1000)],
+                        client=pipe)
+        return {p: int(t) for p, t in zip(parts, pipe.execute(), strict=True) if int(t) > 0}
+
+    def release_partitions(self, owners: Mapping[int, str]) -> int:
+        pipe = self.r.pipeline(transaction=False)
+        for p, owner in owners.items():
+            self._release_partition(keys=[self.keys.prefix(p) + "own"], args=[owner],
+                                    client=pipe)
+        return sum(int(x) for x in pipe.execute()) if owners else 0
+
+    def partition_owners(self) -> list[str | None]:
         pipe = self.r.pipeline(transaction=False)
         for p in range(self.partitions):
-            self._reap(keys=[self.keys.ready(p)],
-                       args=[self.keys.prefix(p), now, max_per_partition], client=pipe)
-        return sum(int(x) for x in pipe.execute())
+            pipe.get(self.keys.prefix(p) + "own")
+        return [_text(v).split("|")[0] if v else None for v in pipe.execute()]
 
     def lease_alive(self, leases: Sequence[Lease]) -> list[bool]:
         """Whether each lease is still current (not reaped): checked before a fetch."""
@@ -285,6 +343,12 @@ class Frontier:
 
     def increment(self, pipe: Any, host: str, counter: str, amount: int = 1) -> None:
         pipe.hincrby(self.keys.stats(self.partition(host)), counter, amount)
+
+
+def _owners(partitions: Iterable[int] | Mapping[int, str]) -> dict[int, str]:
+    if isinstance(partitions, Mapping):
+        return dict(partitions)
+    return dict.fromkeys(partitions, "")
 
 
 _INTERNAL = frozenset({"seq", "bloom_layer", "bloom_fill"})

@@ -29,16 +29,16 @@ def test_stale_and_malformed_messages_are_skipped_and_counted(
 
     try:
         fetched = fetch.run([[*lease.to_message(), None], ["garbage"], [1, 2]])
-        # A live lease whose deadline is too near is not fetched either.
-        fetched += fetch.run([[*fresh.to_message(), None, time.time() + 1.0]])
     finally:
         context.close_context()
     assert fetched == 0
     st = frontier.stats()
-    assert st["stale_messages"] == 2
+    assert st["stale_messages"] == 1
     assert st["err:bad_message"] == 2
-    assert st["inflight"] == 1  # still leased: the reaper brings it back, not lost
-    assert frontier.reap(now=time.time() + 30) == 1
+    assert st["inflight"] == 1  # the URL was re-leased (fresh): still in flight, not lost
+    assert frontier.begin([lease], 5.0) == [False]
+    assert frontier.begin([fresh], 5.0) == [True]
+    assert frontier.reap(now=time.time() + 6) == 1  # begin's deadline, not lease_ttl_s
     assert frontier.stats()["queued"] == 1
     assert not list((tmp_path / "records").glob("*.jsonl")) or not any(
         p.read_text() for p in (tmp_path / "records").glob("*.jsonl"))

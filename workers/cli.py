@@ -68,11 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--name", default=None)
     worker.add_argument("--events", action="store_true")
     worker.add_argument("--loglevel", default="WARNING")
+    worker.add_argument("--no-schedule", action="store_true",
+                        help="fetch only; own no partitions")
 
     sched = sub.add_parser("scheduler", help="run the scheduler of a crawl (until it is done)")
     sched.add_argument("--redis", required=True)
     sched.add_argument("--namespace", default="trawl")
     sched.add_argument("--forever", action="store_true", help="keep running when idle")
+    sched.add_argument("--name", default=None, help="member name (default host-pid-random)")
 
     seed = sub.add_parser("seed", help="add URLs to a running crawl")
     seed.add_argument("--redis", required=True)
@@ -163,7 +166,6 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
               resume: bool = False, fresh: bool = False) -> int:
     """Embedded Redis (unless --redis), workers, scheduler + progress, summary."""
     from frontier.redisserver import EmbeddedRedis
-    from workers.celery_app import configure
     from workers.crawl import (
         CrawlWatcher,
         WorkerPool,
@@ -174,7 +176,6 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
         write_summary,
     )
     from workers.progress import CrawlProgress, print_summary
-    from workers.scheduler import Scheduler
 
     config.validate()
     embedded = None
@@ -189,26 +190,18 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
             client = connect(redis_url)
             frontier = init_crawl(client, config, seeds, resume=resume, fresh=fresh)
             config = frontier.config
-            app = configure(redis_url, config.namespace, config.lease_ttl_s, events=args.events)
             pool = WorkerPool(redis_url, config.namespace, args.workers, args.concurrency,
                               out / "logs", events=args.events).start()
-            scheduler = Scheduler(client, config, app)
             watcher = CrawlWatcher(frontier)
             start = time.monotonic()
+            # The workers own the partitions and schedule them (workers/member.py); this
+            # process seeds, watches and summarizes.
             with CrawlProgress(enabled=not args.no_progress) as progress:
-                last_check = 0.0
-                while True:
-                    result = scheduler.step()
-                    now = time.monotonic()
-                    if now - last_check >= 0.25:
-                        last_check = now
-                        if watcher.done():
-                            break
-                        progress.update(watcher.last)
-                        if pool.count and pool.alive() == 0:
-                            raise RuntimeError(f"all workers exited: see {out / 'logs'}")
-                    if not result.dispatched:
-                        time.sleep(0.01)
+                while not watcher.done():
+                    progress.update(watcher.last)
+                    if pool.count and pool.alive() == 0:
+                        raise RuntimeError(f"all workers exited: see {out / 'logs'}")
+                    time.sleep(0.25)
                 progress.update(watcher.last)
             elapsed = time.monotonic() - start
             summary = summarize(watcher.poll(), elapsed, args.workers, config.partitions)
@@ -233,7 +226,22 @@ def cmd_worker(args: argparse.Namespace) -> int:
     client = connect(args.redis)
     config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery
     app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events)
+    from celery.signals import worker_ready, worker_shutdown
+
     import workers.tasks  # noqa: F401 - registers the tasks
+    from workers.member import Member
+
+    member = None if args.no_schedule else Member(client, config, app, name=args.name)
+
+    @worker_ready.connect(weak=False)
+    def _join(**_kw: Any) -> None:
+        if member:
+            member.start()
+
+    @worker_shutdown.connect(weak=False)
+    def _leave(**_kw: Any) -> None:
+        if member:
+            member.stop()
 
     argv = ["worker", "-P", "threads", "-c", str(args.concurrency), "-Q",
             f"{args.namespace}.fetch", "--without-gossip", "--without-mingle",
@@ -249,8 +257,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from workers.celery_app import configure
     from workers.context import load_config
-    from workers.crawl import CrawlWatcher, connect
-    from workers.scheduler import Scheduler
+    from workers.crawl import CrawlWatcher, connect, terminate_on_sigterm
+    from workers.member import Member
 
     client = connect(args.redis)
     while True:
@@ -263,18 +271,16 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
             log.warning("%s (waiting)", exc)
             time.sleep(2.0)
     app = configure(args.redis, args.namespace, config.lease_ttl_s)
-    scheduler = Scheduler(client, config, app)
-    watcher = CrawlWatcher(scheduler.frontier)
-    last = [0.0]
-
-    def stop() -> bool:
-        now = time.monotonic()
-        if args.forever or now - last[0] < 1.0:
-            return False
-        last[0] = now
-        return watcher.done(settle_s=2.0)
-
-    scheduler.run(stop)
+    member = Member(client, config, app, name=args.name).start()
+    watcher = CrawlWatcher(member.frontier)
+    try:
+        with terminate_on_sigterm():
+            while args.forever or not watcher.done(settle_s=2.0):
+                time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        member.stop()
     return 0
 
 

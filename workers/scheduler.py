@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import redis
@@ -43,36 +43,42 @@ class Scheduler:
         self._inflight_read = 0.0
         self.dispatched = 0
 
-    def inflight(self, now: float) -> int:
-        """Leases out crawl-wide, re-read from Redis at most every 50 ms."""
+    def inflight(self, now: float, partitions: list[int]) -> int:
+        """Leases out of ``partitions``, re-read from Redis at most every 50 ms."""
         if now - self._inflight_read > 0.05:
             pipe = self.client.pipeline(transaction=False)
-            for p in range(self.frontier.partitions):
+            for p in partitions:
                 pipe.hget(self.frontier.keys.stats(p), "inflight")
             self._inflight = sum(int(v or 0) for v in pipe.execute())
             self._inflight_read = now
         return self._inflight
 
-    def step(self) -> StepResult:
+    def step(self, owners: Mapping[int, str] | None = None) -> StepResult:
+        """One round over ``owners`` (partition -> fencing value; None = all, unfenced)."""
         now = time.time()
+        if owners is None:
+            owners = dict.fromkeys(range(self.frontier.partitions), "")
+        if not owners:
+            return StepResult(0, None)
+        parts = list(owners)
         if now - self._last_reap >= 1.0:
-            reaped = self.frontier.reap(now)
+            reaped = self.frontier.reap(now, partitions=owners)
             if reaped:
                 log.warning("re-queued %d expired leases", reaped)
             self._last_reap = now
-        budget = self.config.max_inflight - self.inflight(now)
+        share = self.config.max_inflight * len(parts) / self.frontier.partitions
+        budget = max(1, round(share)) - self.inflight(now, parts)
         if budget <= 0:
             return StepResult(0, None)
-        per_partition = max(1, -(-budget // self.frontier.partitions))
-        leases, earliest = self.frontier.acquire(per_partition, now)
+        per_partition = max(1, -(-budget // len(parts)))
+        leases, earliest = self.frontier.acquire(per_partition, now, partitions=owners)
         if not leases:
             return StepResult(0, earliest)
         ips = [self._ip(lease) for lease in leases]
         granted = self._gate(leases, ips, now)
         batch: list[list[object]] = []
-        deadline = round(now + self.config.lease_ttl_s, 3)
         for lease, ip in granted:
-            batch.append([*lease.to_message(), ip, deadline])
+            batch.append([*lease.to_message(), ip])
             if len(batch) >= self.config.task_batch:
                 self._send(batch)
                 batch = []
@@ -110,10 +116,11 @@ class Scheduler:
         self.app.send_task("trawl.fetch", args=[batch], queue=self.queue)
         self.dispatched += len(batch)
 
-    def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.2) -> None:
+    def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.2,
+            owners: Callable[[], Mapping[int, str] | None] = lambda: None) -> None:
         """Step until ``should_stop()``; sleeps until the earliest due host when idle."""
         while not should_stop():
-            result = self.step()
+            result = self.step(owners())
             if result.dispatched:
                 continue
             wait = idle_sleep_s

@@ -23,30 +23,27 @@ log = logging.getLogger(__name__)
 
 @app.task(name="trawl.fetch", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def fetch(batch: list[list[Any]]) -> int:
-    """Fetch each ``[url, partition, lease, host, entry, ip, deadline]`` of ``batch``.
+    """Fetch each ``[url, partition, lease, host, entry, ip]`` of ``batch``; returns fetched.
 
-    Returns how many pages were fetched. A lease too close to its deadline to finish a fetch
-    is left alone (no request): the scheduler's reaper re-queues it, so a slow batch can never
-    make two fetches of one host overlap.
+    Just before each fetch the lease is checked and given a deadline that covers one fetch
+    (``fetch_lease_s``): a stale lease is skipped, and the URL of a worker that dies mid-fetch
+    comes back to its queue that long after, not a whole ``lease_ttl_s`` later.
     """
     ctx = get_context(app.conf.trawl_redis_url, app.conf.trawl_namespace)
-    leases, ips, deadlines = [], [], []
+    leases, ips = [], []
     for msg in batch:
         try:
             leases.append(Lease.from_message(msg[:5]))
             ips.append(msg[5] if len(msg) > 5 else None)
-            deadlines.append(float(msg[6]) if len(msg) > 6 else None)
         except (ValueError, TypeError, IndexError):
             # A malformed message carries no lease we can honour; its URL stays leased in
             # Redis and comes back when the lease expires. Count it and go on.
             log.error("malformed task message skipped: %r", msg)
             ctx.client.hincrby(ctx.frontier.keys.stats(0), "err:bad_message", 1)
-    alive = ctx.frontier.lease_alive(leases) if leases else []
     results: list[tuple[LeaseResult, str | None]] = []
     stale: list[tuple[Lease, str | None]] = []
-    margin = ctx.config.total_timeout_s + 5.0
-    for lease, ip, deadline, ok in zip(leases, ips, deadlines, alive, strict=True):
-        if not ok or (deadline is not None and time.time() + margin > deadline):
+    for lease, ip in zip(leases, ips, strict=True):
+        if not ctx.frontier.begin([lease], ctx.config.fetch_lease_s)[0]:
             stale.append((lease, ip))
             continue
         results.append((process_lease(ctx, lease, ip), ip))

@@ -1,7 +1,8 @@
 -- Lease up to N due hosts of one partition: pop the head URL of each into a lease.
 -- KEYS[1] = <prefix>r
--- ARGV: prefix, now, max_n, lease_ttl_s
--- Returns {earliest_next_or_-1, lease1, host1, entry1, lease2, ...}
+-- ARGV: prefix, now, max_n, lease_ttl_s, owner ("member|token" or '' when not fenced)
+-- Returns {earliest_next_or_-1, lease1, host1, entry1, lease2, ...}, or {-2} when the caller
+-- no longer owns the partition (fencing: a paused ex-owner must not hand out leases).
 -- Postconditions: each leased host is out of the ready heap and marked busy (hb) with the
 -- lease id; the lease is in L (payload) and D (deadline). A host is never leased twice.
 local prefix = ARGV[1]
@@ -9,6 +10,7 @@ local now = tonumber(ARGV[2])
 local max_n = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
 local ready = KEYS[1]
+if ARGV[5] ~= '' and redis.call('GET', prefix .. 'own') ~= ARGV[5] then return {-2} end
 local st = prefix .. 's'
 local out = {-1}
 local leased = 0

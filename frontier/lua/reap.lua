@@ -1,12 +1,13 @@
 -- Return expired leases of one partition to the head of their host queues.
 -- KEYS[1] = <prefix>r
--- ARGV: prefix, now, max_n
--- Returns the number of leases re-queued. No URL is lost: a lease's entry goes back before the
+-- ARGV: prefix, now, max_n, owner ("member|token" or '' when not fenced)
+-- Returns the number of leases re-queued, or -2 when the caller no longer owns the partition. No URL is lost: a lease's entry goes back before the
 -- lease is deleted, in one atomic script.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local max_n = tonumber(ARGV[3])
 local ready = KEYS[1]
+if ARGV[4] ~= '' and redis.call('GET', prefix .. 'own') ~= ARGV[4] then return -2 end
 local st = prefix .. 's'
 local expired = redis.call('ZRANGEBYSCORE', prefix .. 'D', '-inf', now, 'LIMIT', 0, max_n)
 for _, lease in ipairs(expired) do

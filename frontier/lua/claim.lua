@@ -1,0 +1,19 @@
+-- Claim or renew the ownership lease of one partition (fencing token included).
+-- KEYS[1] = <prefix>own, KEYS[2] = <prefix>epoch (same slot)
+-- ARGV: member, ttl_ms
+-- Returns the fencing token (> 0) if the caller owns the partition now, else 0.
+-- A new owner always gets a new, larger token (INCR), so writes of an earlier owner, which
+-- carry its old token, are rejected by the owner-only scripts (acquire, reap).
+local cur = redis.call('GET', KEYS[1])
+local member = ARGV[1]
+if cur then
+  local sep = string.find(cur, '|', 1, true)
+  if string.sub(cur, 1, sep - 1) == member then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return tonumber(string.sub(cur, sep + 1))
+  end
+  return 0
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], member .. '|' .. token, 'PX', ARGV[2])
+return token
