@@ -1,6 +1,7 @@
 """The server's request log: one JSON object per line, buffered, flushed every 0.1 s and at exit.
 
-Fields: start, end (time.time() floats; end is taken after the response was written), host
+Fields: start, end (time.time() floats; end is taken after the response was written), sent
+(just before the last write: a lower bound on when the client had the whole response), host
 (Host header without port), ip (local address the request arrived on), path (with query),
 method, status (0 if the client went away or the server shut down first), bytes (body length
 sent), ua (User-Agent).
@@ -27,6 +28,10 @@ class LogEntry:
     status: int
     bytes: int
     ua: str
+    #: When the response was handed to the socket (before draining). The client cannot have
+    #: the whole response before this, so "next start - sent" never overstates a client's gap
+    #: (``end`` is stamped after the drain and can lag when the server is busy).
+    sent: float = 0.0
 
 
 class RequestLog:

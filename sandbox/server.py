@@ -64,6 +64,7 @@ class SandboxServer:
         target = request.raw_path
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         status = nbytes = 0
+        sent = 0.0
         try:
             reply = self.site.respond(host, target)
             if reply.delay_s:
@@ -82,6 +83,7 @@ class SandboxServer:
                     del headers["Content-Type"]
             resp = web.Response(status=status, body=body, headers=headers)
             await resp.prepare(request)
+            sent = time.time()
             await resp.write_eof()
             nbytes = 0 if request.method == "HEAD" else len(body)
             return resp
@@ -92,7 +94,7 @@ class SandboxServer:
             self.log.write(LogEntry(
                 start=start, end=time.time(), host=host, ip=sock[0] if sock else "",
                 path=target, method=request.method, status=status, bytes=nbytes,
-                ua=request.headers.get("User-Agent", ""),
+                ua=request.headers.get("User-Agent", ""), sent=sent or time.time(),
             ))
 
 

@@ -38,7 +38,11 @@ def overlaps(entries: list[LogEntry], key: str) -> list[tuple[LogEntry, LogEntry
 
 def short_gaps(entries: list[LogEntry], min_gap_s: dict[str, float],
                default_gap_s: float) -> list[tuple[LogEntry, LogEntry, float]]:
-    """Consecutive requests to a host closer than its required gap (end → next start)."""
+    """Consecutive requests to a host closer than its required gap (sent → next start).
+
+    ``sent`` is when the server handed over the response, a lower bound on when the crawler
+    had it, so a polite crawler can never fail this check because the server was slow.
+    """
     by: dict[str, list[LogEntry]] = defaultdict(list)
     for e in entries:
         by[e.host].append(e)
@@ -47,7 +51,7 @@ def short_gaps(entries: list[LogEntry], min_gap_s: dict[str, float],
         need = min_gap_s.get(host, default_gap_s)
         group.sort(key=lambda e: e.start)
         for a, b in itertools.pairwise(group):
-            gap = b.start - a.end
+            gap = b.start - (a.sent or a.end)
             if gap < need - TOLERANCE_S:
                 bad.append((a, b, gap))
     return bad
