@@ -108,12 +108,12 @@ class WorkerPool:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self) -> WorkerPool:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
         for i in range(self.count):
             self.start_one(i)
         return self
 
     def start_one(self, i: int) -> subprocess.Popen[bytes]:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "workers.cli", "worker", "--redis", self.redis_url,
                "--namespace", self.namespace, "--concurrency", str(self.concurrency),
                "--name", f"w{i}-{os.getpid()}"]
