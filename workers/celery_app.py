@@ -12,9 +12,10 @@ app = Celery("trawl")
 
 
 def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
-              events: bool = False) -> Celery:
+              events: bool = False, broker_url: str | None = None) -> Celery:
+    """``redis_url`` holds the crawl state; ``broker_url`` (default: the same) carries tasks."""
     app.conf.update(
-        broker_url=redis_url,
+        broker_url=broker_url or redis_url,
         result_backend=None,
         task_ignore_result=True,
         task_serializer="json",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from frontier.config import ConfigError, CrawlConfig
+from frontier.redisclient import is_cluster_url
 
 log = logging.getLogger("trawl")
 
@@ -23,6 +24,8 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis", help="redis://HOST:PORT/DB of an existing server (default: start "
                    "an embedded one)")
     p.add_argument("--namespace", default="trawl", help="crawl name (Redis key prefix)")
+    p.add_argument("--broker", help="Celery broker URL (default: --redis; required with a "
+                   "redis-cluster:// state URL, since Celery cannot use a cluster)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                    help="Celery worker processes to start here (default: cores)")
     p.add_argument("--concurrency", type=int, default=8, help="fetch threads per worker")
@@ -64,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="join a running crawl as a Celery worker")
     worker.add_argument("--redis", required=True)
     worker.add_argument("--namespace", default="trawl")
+    worker.add_argument("--broker", help="Celery broker URL (default: --redis)")
     worker.add_argument("--concurrency", type=int, default=8)
     worker.add_argument("--name", default=None)
     worker.add_argument("--events", action="store_true")
@@ -74,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     sched = sub.add_parser("scheduler", help="run the scheduler of a crawl (until it is done)")
     sched.add_argument("--redis", required=True)
     sched.add_argument("--namespace", default="trawl")
+    sched.add_argument("--broker", help="Celery broker URL (default: --redis)")
     sched.add_argument("--forever", action="store_true", help="keep running when idle")
     sched.add_argument("--name", default=None, help="member name (default host-pid-random)")
 
@@ -190,8 +195,11 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
             client = connect(redis_url)
             frontier = init_crawl(client, config, seeds, resume=resume, fresh=fresh)
             config = frontier.config
+            if is_cluster_url(redis_url) and not args.broker:
+                raise ConfigError("A redis-cluster:// state URL needs --broker redis://HOST:PORT "
+                                  "(Celery's broker cannot be a Redis Cluster).")
             pool = WorkerPool(redis_url, config.namespace, args.workers, args.concurrency,
-                              out / "logs", events=args.events).start()
+                              out / "logs", events=args.events, broker_url=args.broker).start()
             watcher = CrawlWatcher(frontier)
             start = time.monotonic()
             # The workers own the partitions and schedule them (workers/member.py); this
@@ -225,7 +233,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     client = connect(args.redis)
     config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery
-    app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events)
+    app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events,
+                    broker_url=args.broker)
     from celery.signals import worker_ready, worker_shutdown
 
     import workers.tasks  # noqa: F401 - registers the tasks
@@ -270,7 +279,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
                 raise
             log.warning("%s (waiting)", exc)
             time.sleep(2.0)
-    app = configure(args.redis, args.namespace, config.lease_ttl_s)
+    app = configure(args.redis, args.namespace, config.lease_ttl_s, broker_url=args.broker)
     member = Member(client, config, app, name=args.name).start()
     watcher = CrawlWatcher(member.frontier)
     try:

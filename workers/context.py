@@ -18,6 +18,7 @@ import redis
 from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Frontier
 from frontier.keys import Keys
+from frontier.redisclient import client_from_url
 from frontier.scope import Scope
 from workers.dns import CachingResolver
 from workers.fetch import Fetcher
@@ -80,7 +81,7 @@ class RobotsCache:
 class WorkerContext:
     def __init__(self, redis_url: str, namespace: str) -> None:
         self.redis_url = redis_url
-        self.client = redis.Redis.from_url(redis_url, health_check_interval=30)
+        self.client = client_from_url(redis_url, health_check_interval=30)
         self.config = load_config(self.client, namespace, redis_url)
         cfg = self.config
         self.frontier = Frontier(self.client, cfg)

@@ -20,6 +20,7 @@ import redis
 from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Entry, Frontier
 from frontier.keys import Keys
+from frontier.redisclient import client_from_url
 from frontier.urls import InvalidURL, canonicalize, host_of
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,8 @@ E_REDIS = "Cannot reach Redis at {url}: {why}. Check --redis (format redis://HOS
 
 
 def connect(url: str) -> redis.Redis:
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ConfigError(E_REDIS.format(url=url, why="not a redis://, rediss:// or unix:// URL"))
     try:
-        client = redis.Redis.from_url(url, socket_connect_timeout=5)
+        client = client_from_url(url, socket_connect_timeout=5)
         client.ping()
     except (redis.RedisError, ValueError) as exc:
         raise ConfigError(E_REDIS.format(url=url, why=exc)) from exc
@@ -105,6 +104,7 @@ class WorkerPool:
     concurrency: int
     log_dir: Path
     events: bool = False
+    broker_url: str | None = None
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self) -> WorkerPool:
@@ -119,6 +119,8 @@ class WorkerPool:
                "--name", f"w{i}-{os.getpid()}"]
         if self.events:
             cmd.append("--events")
+        if self.broker_url:
+            cmd += ["--broker", self.broker_url]
         logf = open(self.log_dir / f"worker-{i}.log", "ab")  # noqa: SIM115 - child owns it
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
