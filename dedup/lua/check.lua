@@ -1,0 +1,101 @@
+-- Exact check, then LSH query, then (if ARGV[6] == '1') insert: one atomic step, so two
+-- near-duplicates checked at the same moment by different workers cannot both become canonical.
+-- KEYS: 1 exact (fp -> id), 2 doc (id -> host \t url), 3 sig (id -> packed uint32 minima),
+--       4 seq, 5 hostpages (host -> pages checked), 6 mirror (host -> best other host \t count),
+--       7 hostdup (host \t other host -> duplicates), 8.. one hash per band (band value -> ids)
+-- ARGV: 1 fingerprint, 2 host, 3 url, 4 signature, 5 matches needed, 6 write flag,
+--       7 num_perm, 8 max candidates, 9 max bucket ids, 10.. band values (one per band key)
+-- Returns {kind, canonical url or false, matches, mirror host or false, mirror count, pages}
+local fp, host, url, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local need, write, k = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
+local max_cand, max_bucket = tonumber(ARGV[8]), tonumber(ARGV[9])
+local nbands = #KEYS - 7
+
+local pages = tonumber(redis.call('HGET', KEYS[5], host) or '0')
+if write then pages = redis.call('HINCRBY', KEYS[5], host, 1) end
+
+local function mirror_state()
+  local m = redis.call('HGET', KEYS[6], host)
+  if not m then return false, 0 end
+  local tab = string.find(m, '\t', 1, true)
+  return string.sub(m, 1, tab - 1), tonumber(string.sub(m, tab + 1))
+end
+
+local function split(doc)
+  local tab = string.find(doc, '\t', 1, true)
+  return string.sub(doc, 1, tab - 1), string.sub(doc, tab + 1)
+end
+
+-- A duplicate of a page on another host counts toward this host being that host's mirror.
+local function note_duplicate(other_host)
+  if not write or other_host == host then return end
+  local c = redis.call('HINCRBY', KEYS[7], host .. '\t' .. other_host, 1)
+  local _, best = mirror_state()
+  if c > best then redis.call('HSET', KEYS[6], host, other_host .. '\t' .. c) end
+end
+
+local function new_doc()
+  local id = redis.call('INCR', KEYS[4])
+  redis.call('HSET', KEYS[2], id, host .. '\t' .. url)
+  redis.call('HSET', KEYS[1], fp, id)
+  return id
+end
+
+local function reply(kind, canon, matches)
+  local mh, mc = mirror_state()
+  return {kind, canon, matches, mh, mc, pages}
+end
+
+local exact = redis.call('HGET', KEYS[1], fp)
+if exact then
+  local chost, curl = split(redis.call('HGET', KEYS[2], exact))
+  note_duplicate(chost)
+  return reply('exact', curl, k)
+end
+
+local fmt = '<' .. string.rep('I4', k)
+local mine = {struct.unpack(fmt, sig)}
+local seen, n_cand = {}, 0
+local best, best_id = -1, false
+for i = 1, nbands do
+  local bucket = redis.call('HGET', KEYS[7 + i], ARGV[9 + i])
+  if bucket then
+    for j = 1, #bucket, 4 do
+      local id = struct.unpack('<I4', bucket, j)
+      if not seen[id] and n_cand < max_cand then
+        seen[id] = true
+        n_cand = n_cand + 1
+        local other = {struct.unpack(fmt, redis.call('HGET', KEYS[3], id))}
+        local m = 0
+        for p = 1, k do
+          if other[p] == mine[p] then m = m + 1 end
+        end
+        if m > best then best, best_id = m, id end
+      end
+    end
+  end
+end
+
+if best_id and best >= need then
+  local chost, curl = split(redis.call('HGET', KEYS[2], best_id))
+  if write then
+    new_doc()
+    note_duplicate(chost)
+  end
+  return reply('near', curl, best)
+end
+
+if write then
+  local id = new_doc()
+  redis.call('HSET', KEYS[3], id, sig)
+  local packed = struct.pack('<I4', id)
+  for i = 1, nbands do
+    local bucket = redis.call('HGET', KEYS[7 + i], ARGV[9 + i])
+    if not bucket then
+      redis.call('HSET', KEYS[7 + i], ARGV[9 + i], packed)
+    elseif #bucket < 4 * max_bucket then
+      redis.call('HSET', KEYS[7 + i], ARGV[9 + i], bucket .. packed)
+    end
+  end
+end
+return reply('unique', false, math.max(best, 0))
