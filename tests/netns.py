@@ -55,13 +55,15 @@ class NetnsCluster:
     """A harness of ``deploy/netns-cluster`` with its own ``prefix`` (namespaces PREFIX-*)."""
 
     def __init__(self, prefix: str = "trawl", workers: int = 3,
-                 subnet: str = "10.213.0") -> None:
+                 subnet: str = "10.213.0", web_ips: int = 1) -> None:
         if not prefix or len(prefix) > 8 or not prefix.replace("-", "").isalnum():
             raise ValueError("prefix: 1-8 letters/digits (namespace names stay short)")
         self.prefix = prefix
         self.workers = workers
         self.subnet = subnet
-        self.env = dict(os.environ, TRAWL_NETNS_PREFIX=prefix, TRAWL_NETNS_SUBNET=subnet)
+        self.web_ips = web_ips
+        self.env = dict(os.environ, TRAWL_NETNS_PREFIX=prefix, TRAWL_NETNS_SUBNET=subnet,
+                        TRAWL_NETNS_WEB_IPS=str(web_ips))
 
     def script(self, *args: str, check: bool = True,
                timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
@@ -109,6 +111,10 @@ class NetnsCluster:
 
     def ip(self, name: str) -> str:
         return self.script("ip", name).stdout.strip()
+
+    def web_addresses(self) -> list[str]:
+        """The web node's addresses: SUBNET.20 .. SUBNET.(19 + web_ips)."""
+        return [f"{self.subnet}.{20 + i}" for i in range(self.web_ips)]
 
     def argv(self, name: str, cmd: list[str]) -> list[str]:
         """``cmd`` run inside node ``name`` (prefix for subprocess calls of your own)."""

@@ -58,7 +58,7 @@ def ping(net: NetnsCluster, node: str, target: str = "redis") -> tuple[str, floa
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsCluster]:
     tmp = tmp_path_factory.mktemp("netns")
-    cluster = NetnsCluster(prefix=f"tn{os.getpid() % 100000}", workers=3)
+    cluster = NetnsCluster(prefix=f"tn{os.getpid() % 100000}", workers=3, web_ips=4)
     with cluster:
         redis_ip = cluster.ip("redis")
         server = cluster.popen("redis", [
@@ -83,6 +83,9 @@ def test_topology_and_names(net: NetnsCluster) -> None:
     assert len(net.namespaces()) == 6  # five nodes + the bridge namespace
     routes = net.run("w1", ["ip", "route"]).stdout
     assert "default" not in routes and "10.213.0.0/24 dev eth0" in routes
+    web = net.run("web", ["ip", "-4", "-o", "addr", "show", "dev", "eth0"]).stdout
+    assert [w.split("/")[0] for w in web.split() if w.startswith("10.213.")] \
+        == net.web_addresses() == ["10.213.0.20", "10.213.0.21", "10.213.0.22", "10.213.0.23"]
     hosts = net.run("w2", ["getent", "hosts", "redis"]).stdout.split()
     assert hosts[:2] == ["10.213.0.10", "redis"]
     # The subnet exists only inside the harness: the root namespace has no route to it.
