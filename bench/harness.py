@@ -16,10 +16,10 @@ import os
 import platform
 import resource
 import signal
+import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -27,15 +27,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+BENCH = Path(__file__).resolve().parent
+#: Trawl's source under test: a snapshot of a commit (bench/run exports TRAWL_SRC, made by
+#: `git archive`), so edits in progress in the work tree cannot break or skew a run.
+ROOT = Path(os.environ.get("TRAWL_SRC") or BENCH.parent).resolve()
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
 
 from frontier.redisserver import EmbeddedRedis  # noqa: E402
-from sandbox import LogEntry, SandboxConfig, SandboxWeb  # noqa: E402
+from sandbox import LogEntry, RobotsKind, SandboxConfig, SandboxWeb  # noqa: E402
 
-BENCH = ROOT / "bench"
 PEER_PY = BENCH / ".venv-peers" / "bin" / "python"
 TRAWL_PY = Path(sys.executable)
 CLK = os.sysconf("SC_CLK_TCK")
@@ -156,11 +158,15 @@ def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float
             if b.start - a.end < delay_s - TOL_S:
                 short_end += 1
     disallowed = 0
+    disallowed_kinds: Counter[str] = Counter()
     rules: dict[str, Any] = {}
     for e in pages:
+        if site.robots_kind(e.host) is RobotsKind.HANG:
+            continue  # hang_s is below every timeout here: its robots.txt does answer (allow)
         r = rules.get(e.host) or rules.setdefault(e.host, site.robots_rules(e.host))
         if not r.allowed(f"http://{e.host}:{port}{e.path}", token):
             disallowed += 1
+            disallowed_kinds[str(site.robots_kind(e.host))] += 1
     expected = site.expected_fetches(web.seeds, token)
     expected_pages = {u.split("://", 1)[1].replace(f":{port}", "", 1)
                       for u, k in expected.items() if k not in ("robots", "timeout")}
@@ -186,6 +192,7 @@ def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float
             "gaps_start_to_start_under_delay": short_start,
             "gaps_end_to_start_under_delay": short_end,
             "robots_disallowed_fetched": disallowed if obeys_robots else None,
+            "robots_disallowed_by_robots_kind": dict(disallowed_kinds),
             "ok": overlaps == 0 and short_start == 0 and (not obeys_robots or disallowed == 0),
         },
     }
@@ -216,6 +223,7 @@ class Bench:
     cap_s: float
     profile_path: Path | None = None
     profile_s: float = 20.0
+    monitor: bool = False
 
     def _start_redis(self, name: str) -> tuple[EmbeddedRedis, redis.Redis]:
         r = EmbeddedRedis(self.work / f"redis-{name}").start()
@@ -236,10 +244,14 @@ class Bench:
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         web_cpu0 = cpu_of(self.web.pid)
         logf = open(self.work / f"{name}.log", "ab")  # noqa: SIM115
-        env = {**os.environ, **(env_extra or {})}
+        env = {**os.environ, **(env_extra or {}),
+               "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         ps = [subprocess.Popen(a, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                env=env, cwd=ROOT, start_new_session=True) for a in argvs]
         sampler = Sampler([p.pid for p in ps], [red.pid] if red and red.pid else []).start()
+        mon: dict[str, int] = Counter()
+        if self.monitor and red:
+            threading.Thread(target=_monitor, args=(red.url, mon), daemon=True).start()
         prof = None
         if self.profile_path is not None and name == "trawl":
             prof = threading.Thread(target=self._profile, args=(sampler,), daemon=True)
@@ -263,8 +275,12 @@ class Bench:
                 except subprocess.TimeoutExpired:
                     pass
         sampler.sample()
-        for pid in sampler.pids():  # anything left of the tree (never the web or our Redis)
-            if red is None or pid != red.pid:
+        # anything left of the tree, also orphans re-parented to init (Trawl's workers run in
+        # their own sessions): every pid seen, if it still runs the same command line; never
+        # the web or our Redis
+        for pid in set(sampler.pids()) | set(sampler.cmd):
+            if (red is None or pid != red.pid) and pid != self.web.pid \
+                    and _cmd(pid) == sampler.cmd.get(pid, _cmd(pid)) and _cmd(pid):
                 with _suppress():
                     os.kill(pid, signal.SIGKILL)
         for p in ps:
@@ -309,6 +325,10 @@ class Bench:
             "server_cpu_s": round(cpu_of(self.web.pid) - web_cpu0, 2),
         }
         out["server_cpu_share_of_core"] = round(out["server_cpu_s"] / window, 3) if window else 0
+        if mon:
+            out["monitor"] = dict(mon)
+            out["redis_client_commands_per_page"] = round(mon["client"] / max(1, n), 2)
+            out["redis_lua_commands_per_page"] = round(mon["lua"] / max(1, n), 2)
         if rfig:
             out["redis"] = rfig
             out["redis_commands_per_page"] = round(rfig["commands"] / max(1, n), 2)
@@ -336,7 +356,8 @@ class Bench:
         if res.returncode != 0 or not raw.exists():
             print(f"  (profile failed: {res.stderr.strip()[-300:]})", flush=True)
             return
-        from bench.profile_summary import summarize
+        sys.path.insert(0, str(BENCH))
+        from profile_summary import summarize
 
         assert self.profile_path is not None
         self.profile_path.write_text(summarize(raw.read_text(), header=(
@@ -427,6 +448,19 @@ class Bench:
         return res
 
 
+def _monitor(url: str, counts: Counter[str]) -> None:
+    """Count commands sent by clients vs run inside Lua scripts (MONITOR marks them 'lua')."""
+    try:
+        with redis.Redis.from_url(url).monitor() as m:
+            for cmd in m.listen():
+                kind = "lua" if cmd.get("client_type") == "lua" else "client"
+                counts[kind] += 1
+                if kind == "client":
+                    counts["client:" + str(cmd.get("command", "")).split(" ")[0].lower()] += 1
+    except (redis.RedisError, OSError, ValueError):
+        return
+
+
 class _suppress:
     def __enter__(self) -> None:
         return None
@@ -497,6 +531,10 @@ def main() -> int:
     ap.add_argument("--only", default="scrapy,scrapy-redis,bare-loop,trawl")
     ap.add_argument("--profile", action="store_true", help="py-spy a Trawl worker (first run)")
     ap.add_argument("--results", default=str(BENCH / "results"))
+    ap.add_argument("--monitor", action="store_true",
+                    help="extra short runs of the Redis users under MONITOR: exact client vs "
+                         "Lua command counts (MONITOR slows Redis: not used for the timings)")
+    ap.add_argument("--keep", action="store_true", help="keep bench/work/STAMP (logs, WARC)")
     a = ap.parse_args()
     runs = a.runs or (1 if a.quick else 3)
     cap = a.cap or (25.0 if a.quick else 150.0)
@@ -510,8 +548,9 @@ def main() -> int:
     results_dir = Path(a.results)
     results_dir.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    with tempfile.TemporaryDirectory(prefix="trawl-bench-") as tmp:
-        work = Path(tmp)
+    work = BENCH / "work" / stamp
+    work.mkdir(parents=True, exist_ok=True)
+    if True:
         with SandboxWeb(cfg, work / "requests.log") as web:
             n_pages = sum(1 for k in web.site.expected_fetches(web.seeds, "*").values()
                           if k == "page")
@@ -529,6 +568,7 @@ def main() -> int:
                 bench.scrapy_concurrency = max(tune, key=lambda c: tune[c])
                 print(f"best CONCURRENT_REQUESTS={bench.scrapy_concurrency}", flush=True)
             allruns: dict[str, list[dict[str, Any]]] = defaultdict(list)
+            counts_only: dict[str, Any] = {}
             for run in range(runs):
                 print(f"run {run + 1}/{runs}", flush=True)
                 for name in only:
@@ -541,7 +581,22 @@ def main() -> int:
                     elif name == "trawl":
                         allruns[name].append(bench.trawl(run))
                         bench.profile_path = None
+            if a.monitor:
+                print("MONITOR runs (command counts only)", flush=True)
+                bench.monitor, bench.cap_s = True, min(cap, 30.0)
+                for name in only:
+                    if name in ("scrapy-redis", "trawl"):
+                        r = bench.scrapy_redis() if name == "scrapy-redis" else bench.trawl(99)
+                        counts_only[name] = {
+                            k: r.get(k) for k in ("monitor", "redis_client_commands_per_page",
+                                                  "redis_lua_commands_per_page",
+                                                  "redis_commands_per_page", "distinct_pages")}
+                        print(f"  {name}: client commands/page "
+                              f"{r.get('redis_client_commands_per_page')}, inside Lua "
+                              f"{r.get('redis_lua_commands_per_page')}", flush=True)
             server_cpu_total = cpu_of(web.pid)
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
     results = {k: median_run(v) for k, v in allruns.items()}
     ratios: dict[str, dict[str, float]] = {}
     if "trawl" in results:
@@ -555,14 +610,15 @@ def main() -> int:
                     if r["pages_per_cpu_s"] else 0.0,
                 }
     doc = {
-        "when": stamp, "quick": a.quick, "machine": {
+        "when": stamp, "quick": a.quick, "trawl_source": str(ROOT),
+        "trawl_commit": os.environ.get("TRAWL_COMMIT", ""), "machine": {
             "cores": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version()},
         "sandbox": {**cfg.to_dict(), "seeds": len(web.seeds), "reachable_pages": n_pages,
                     "server_cpu_s_total": round(server_cpu_total, 2)},
         "delay_s": a.delay, "runs": runs, "cap_s": cap, "procs": a.procs, "threads": a.threads,
         "scrapy_tuning_pages_per_s": tune, "results": results, "all_runs": allruns,
-        "trawl_ratio": ratios,
+        "trawl_ratio": ratios, "monitor_command_counts": counts_only,
     }
     name = f"{'quick' if a.quick else 'full'}-{stamp}.json"
     (results_dir / name).write_text(json.dumps(doc, indent=1))

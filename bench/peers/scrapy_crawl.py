@@ -12,6 +12,7 @@ pushes the seeds), idle_close_s, timeout_s, stats_path.
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from scrapy import Request, Spider
@@ -37,7 +38,11 @@ class BenchMixin:
     name = "bench"
 
     def setup_links(self) -> None:
-        self.links = LinkExtractor(allow_domains=CONFIG["allowed_domains"])
+        # allow_domains would compare against the netloc with its port (":PORT" never matches
+        # the domain), so the same scope is written as a regex on the host; OffsiteMiddleware
+        # (allowed_domains, by host name) still applies.
+        doms = "|".join(re.escape(d) for d in CONFIG["allowed_domains"])
+        self.links = LinkExtractor(allow=[rf"^https?://([^/:]*\.)?({doms})(:\d+)?(/|$)"])
 
     def parse(self, response):
         if not hasattr(response, "text"):
@@ -71,6 +76,7 @@ def settings() -> dict:
         "CONCURRENT_REQUESTS_PER_IP": 0,
         "DOWNLOAD_DELAY": CONFIG["delay_s"],
         "RANDOMIZE_DOWNLOAD_DELAY": False,
+        "DOWNLOAD_DELAY_JITTER": 0,
         "DNS_RESOLVER": "__main__.StaticResolver",
         "DOWNLOAD_TIMEOUT": 30,
         "RETRY_TIMES": 2,
