@@ -1,8 +1,3 @@
-"""Duplicate detection: exact fingerprints, shingles, MinHash, a race-free LSH service in Redis."""
-
-from dedup.config import DedupConfig
-from dedup.fingerprint import content_fingerprint
-from dedup.service import DedupResult, DedupService, Mirror, record_fields, signature_field
-
-__all__ = ["DedupConfig", "DedupResult", "DedupService", "Mirror", "content_fingerprint",
-           "record_fields", "signature_field"]
+"""Duplicate detection: exact fingerprints, shingles, MinHash and a race-free LSH service in
+Redis. The public API is in dedup.service (DedupService, DedupResult, signature_field) and
+dedup.config (DedupConfig); this package import stays light for the worker's hot path."""

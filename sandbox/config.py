@@ -28,6 +28,9 @@ class SandboxConfig:
     page_cache: int = 4096
     #: Host names are ``h{index:03d}.{domain}``.
     domain: str = "sandbox.test"
+    #: Serve labelled duplicates (sandbox/duplicates.py). Off: the web is byte-identical to
+    #: the one without this option.
+    duplicates: bool = False
 
     def __post_init__(self) -> None:
         if self.hosts < 12:

@@ -9,6 +9,7 @@ from email.utils import formatdate
 from urllib.parse import urljoin, urlsplit
 
 from .config import SandboxConfig
+from .duplicates import DuplicatePair, Duplicates
 from .graph import PageBuilder, PageSpec
 from .layout import Layout, Special, SpecialKind, rng_for
 from .pages import render_page, small_html
@@ -60,6 +61,7 @@ class SandboxSite:
         self.vocab = Vocabulary(config.seed)
         self.builder = PageBuilder(self.layout, self.vocab, port)
         self._cache: OrderedDict[tuple[str, str], Reply] = OrderedDict()
+        self.dups = Duplicates(self.layout, self.vocab, port) if config.duplicates else None
 
     # -- listings -------------------------------------------------------------------------
     @property
@@ -124,15 +126,40 @@ class SandboxSite:
             out.setdefault(ip, []).append(h)
         return out
 
+    def duplicate_pairs(self) -> list[DuplicatePair]:
+        """Labelled (base, variant) pairs with their true Jaccard; [] without duplicates."""
+        if self.dups is None:
+            return []
+        pairs = list(self.dups.pairs)
+        for mirror, source in self.dups.mirrors.items():
+            pairs += [DuplicatePair(self.url(source, p), self.url(mirror, p), "mirror", 1.0)
+                      for p in self.layout.paths[source]]
+        return pairs
+
+    def mirror_hosts(self) -> dict[str, str]:
+        """Mirror host → the host it copies; {} without duplicates."""
+        return dict(self.dups.mirrors) if self.dups else {}
+
     # -- pages ------------------------------------------------------------------------------
     def page(self, url: str) -> PageSpec | None:
         """The generated page behind an absolute URL, or None if it is not an HTML page."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
+        if self.dups is not None:
+            fam = self.dups.family_page(host, parts.path or "/")
+            if fam is not None:
+                return self.dups.spec(fam)
         page_id = self.layout.page_of.get(host, {}).get(parts.path or "/")
         if page_id is None or host == self.layout.hang_host:
             return None
-        return self.builder.build(host, page_id, parts.query)
+        return self._build(host, page_id, parts.query)
+
+    def _build(self, host: str, page_id: int, query: str) -> PageSpec:
+        source = self.dups.mirror_source(host) if self.dups is not None else None
+        if source is None:
+            return self.builder.build(host, page_id, query)
+        assert self.dups is not None
+        return self.dups.mirror_spec(self.builder.build(source, page_id, query), host)
 
     def outlinks(self, url: str) -> list[str]:
         """Canonical URLs a correct crawler follows from the page at ``url``."""
@@ -179,9 +206,14 @@ class SandboxSite:
             delay = cfg.robots_slow_s if kind is RobotsKind.SLOW else 0.0
             return Reply(rr.status, rr.body, ctype, "robots", headers, delay)
         page_id = lay.page_of[host].get(path)
+        if self.dups is not None:
+            fam = self.dups.family_page(host, path)
+            if fam is not None:
+                body = self.dups.html(fam)
+                return Reply(200, body, "text/html; charset=utf-8", "page", (), 0.0,
+                             *self._validators(host, path, body))
         if page_id is not None:
-            spec = self.builder.build(host, page_id, query)
-            body = render_page(spec, self.vocab, cfg.seed)
+            spec, body = self._render(host, page_id, query)
             headers = (("X-Robots-Tag", "nofollow"),) if spec.header_nofollow else ()
             return Reply(200, body, "text/html; charset=utf-8", "page", headers,
                          cfg.slow_page_s if spec.slow else 0.0, *self._validators(host, path, body))
@@ -198,6 +230,17 @@ class SandboxSite:
             return Reply(200, CSS, "text/css", "resource", (), 0.0,
                          *self._validators(host, path, CSS))
         return Reply(404, small_html("404 Not Found", path), "text/html", "not_found")
+
+    def _render(self, host: str, page_id: int, query: str) -> tuple[PageSpec, bytes]:
+        source = self.dups.mirror_source(host) if self.dups is not None else None
+        if source is None:
+            spec = self.builder.build(host, page_id, query)
+            return spec, render_page(spec, self.vocab, self.config.seed)
+        assert self.dups is not None
+        src_spec = self.builder.build(source, page_id, query)
+        body = self.dups.mirror_body(render_page(src_spec, self.vocab, self.config.seed),
+                                     source, host)
+        return self.dups.mirror_spec(src_spec, host), body
 
     def _special(self, sp: Special) -> Reply:
         if sp.kind in _REDIRECT_STATUS:
@@ -234,7 +277,9 @@ class SandboxSite:
             path == REAL_ROBOTS_PATH and lay.robots[host] is RobotsKind.REDIRECT
         ):
             return "robots"
-        if path in lay.page_of[host]:
+        if path in lay.page_of[host] or (
+            self.dups is not None and self.dups.family_page(host, path) is not None
+        ):
             return "page"
         special = lay.specials.get((host, path))
         if special is not None:
