@@ -1,0 +1,158 @@
+"""dedup units: normalization, shingles, MinHash accuracy against exact Jaccard, LSH service."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import redis
+
+from dedup.config import DedupConfig
+from dedup.lsh import candidate_probability, choose_bands
+from dedup.minhash import MinHasher, estimated_jaccard, from_base64, to_datasketch
+from dedup.service import DedupService, record_fields, signature_field
+from dedup.shingles import jaccard, shingle_hashes
+from dedup.text import main_text, normalize_text, tokens
+
+PAGE = b"""<html><head><title>T</title><style>p{}</style></head><body>
+<header>Site name</header><nav><a href="/">home</a> menu</nav>
+<div role="navigation">crumbs</div><script>var x = 1;</script>
+<main><p>The Quick brown fox, jumped 12 times on 2024-05-01!</p><!-- c --></main>
+<aside>related</aside><footer>copyright</footer></body></html>"""
+
+
+def test_normalization_drops_markup_boilerplate_case_and_digits() -> None:
+    assert main_text(PAGE).split() == ["The", "Quick", "brown", "fox,", "jumped", "12",
+                                       "times", "on", "2024-05-01!"]
+    assert tokens(PAGE) == [b"the", b"quick", b"brown", b"fox", b"jumped", b"0", b"times",
+                            b"on", b"0", b"0", b"0"]
+    assert tokens(PAGE.replace(b"12 times", b"99 times")) == tokens(PAGE)
+    import lxml.html
+
+    assert tokens(lxml.html.fromstring(PAGE)) == tokens(PAGE)  # a worker's tree works too
+    assert tokens(b"") == [] and tokens(b"<html></html>") == []
+
+
+def test_unicode_path_agrees_with_ascii_path_and_splits_cjk() -> None:
+    text = "Hello, World! It's 2024 -- foo_bar mp3"
+    from dedup import text as t
+
+    slow = [x.encode() for x in t._TOKEN.findall(t._DIGITS.sub("0", text.lower()))]
+    assert normalize_text(text) == slow
+    assert normalize_text("Grüße aus KÖLN") == ["grüße".encode(), b"aus", "köln".encode()]
+    assert len(normalize_text("中文字")) == 3
+
+
+def test_shingles() -> None:
+    words = [f"w{c}".encode() for c in "abcdefghij"]
+    assert len(shingle_hashes(words, 4)) == 7
+    assert len(shingle_hashes(words[:2], 4)) == 1
+    assert len(shingle_hashes([], 4)) == 0
+    assert np.array_equal(shingle_hashes(words), shingle_hashes(list(words)))
+    a, b = shingle_hashes(words), shingle_hashes(words[:-1])
+    assert jaccard(a, b) == pytest.approx(6 / 7)
+
+
+def test_signatures_are_seeded_and_match_datasketch() -> None:
+    s = shingle_hashes([f"w{i}".encode() for i in range(300)])
+    t = shingle_hashes([f"w{i}".encode() for i in range(30, 330)])
+    a1, a2, b = MinHasher(128, 1).signature(s), MinHasher(128, 1).signature(s), \
+        MinHasher(128, 1).signature(t)
+    assert np.array_equal(a1, a2) and not np.array_equal(a1, MinHasher(128, 2).signature(s))
+    assert to_datasketch(a1).jaccard(to_datasketch(b)) == pytest.approx(estimated_jaccard(a1, b))
+    assert np.array_equal(from_base64(signature_field_of(a1)), a1)
+
+
+def signature_field_of(sig: np.ndarray) -> str:
+    from dedup.service import DedupResult
+
+    return signature_field(DedupResult("unique", signature=sig))
+
+
+def _pair(rng: np.random.Generator, j: float, pool: np.ndarray, pos: int
+          ) -> tuple[np.ndarray, np.ndarray, float, int]:
+    n = int(rng.integers(100, 400))
+    inter = round(j * n)
+    only = n - inter
+    a_only = only // 2
+    vals = pool[pos : pos + n]
+    a = np.unique(np.concatenate([vals[:inter], vals[inter : inter + a_only]]))
+    b = np.unique(np.concatenate([vals[:inter], vals[inter + a_only :]]))
+    return a, b, inter / n, pos + n
+
+
+def test_estimated_jaccard_within_0_1_for_95_percent_and_error_matches_theory() -> None:
+    """10,000 pairs over the whole range 0..1: |est - J| <= 0.1 for >= 95%, and per bucket
+    the RMS error is close to sqrt(J(1-J)/k)."""
+    k, n_pairs = 128, 10_000
+    rng = np.random.default_rng(7)
+    with np.errstate(over="ignore"):  # distinct uint32 values: odd multiplier mod 2^32
+        pool = rng.permutation(np.arange(4_000_000, dtype=np.uint32) * np.uint32(2654435761))
+    hasher = MinHasher(k, seed=1)
+    true, est, pos = [], [], 0
+    for i in range(n_pairs):
+        if pos + 400 > len(pool):
+            pos = 0
+            pool = rng.permutation(pool)
+        a, b, _, pos = _pair(rng, (i + 0.5) / n_pairs, pool, pos)
+        true.append(jaccard(a, b))
+        est.append(estimated_jaccard(hasher.signature(a), hasher.signature(b)))
+    t, e = np.array(true), np.array(est)
+    within = float(np.mean(np.abs(e - t) <= 0.1))
+    print(f"\n{n_pairs} pairs, k={k}: |est-J|<=0.1 for {within:.2%}")
+    print(" bucket     n   bias    rms  theory")
+    for lo in np.arange(0.0, 1.0, 0.1):
+        m = (t >= lo) & (t < lo + 0.1)
+        rms = math.sqrt(float(np.mean((e[m] - t[m]) ** 2)))
+        theory = math.sqrt(float(np.mean(t[m] * (1 - t[m]))) / k)
+        bias = float(np.mean(e[m] - t[m]))
+        print(f" {lo:.1f}-{lo + 0.1:.1f} {m.sum():5d} {bias:+.4f} {rms:.4f} {theory:.4f}")
+        assert abs(bias) < 0.01
+        assert 0.8 * theory <= rms <= 1.2 * theory
+    assert within >= 0.95
+
+
+def test_band_choice_and_s_curve() -> None:
+    assert choose_bands(128, 0.9) == (16, 8)
+    assert candidate_probability(0.95, 16, 8) > 0.99999
+    assert candidate_probability(0.9, 16, 8) > 0.999
+    assert candidate_probability(0.3, 16, 8) < 0.002
+
+
+def _doc(words: list[str]) -> bytes:
+    return ("<html><body><nav>menu</nav><main><p>" + " ".join(words)
+            + "</p></main></body></html>").encode()
+
+
+def test_service_exact_near_unique_and_record_fields(redis_client: redis.Redis) -> None:
+    rng = np.random.default_rng(3)
+    base = [f"t{chr(97 + int(x) % 26)}{chr(97 + int(x) // 26 % 26)}q{int(x)}"
+            for x in rng.integers(0, 10**6, 800)]
+    base = [w.translate(str.maketrans("0123456789", "abcdefghij")) for w in base]
+    svc = DedupService(redis_client, "crawl1", DedupConfig())
+    first = svc.check("http://a.test/1", "a.test", _doc(base))
+    assert first.kind == "unique" and first.canonical_url is None
+    again = svc.check("http://a.test/copy", "a.test",
+                      _doc(base).replace(b"<nav>menu</nav>", b"<nav>other menu</nav>"))
+    assert (again.kind, again.canonical_url, again.similarity) == ("exact", "http://a.test/1",
+                                                                    1.0)
+    assert again.skip_links
+    near = list(base)
+    near[100] = near[500] = "zzchanged"
+    res = svc.check("http://b.test/2", "b.test", _doc(near))
+    assert res.kind == "near" and res.canonical_url == "http://a.test/1"
+    assert res.similarity is not None and res.similarity >= 0.9
+    other = svc.check("http://b.test/3", "b.test", _doc(base[::-1]))
+    assert other.kind == "unique"
+    fields = record_fields(res)
+    assert fields["dup_kind"] == "near" and fields["dup_of"] == "http://a.test/1"
+    assert np.array_equal(from_base64(fields["minhash"]), res.signature)
+    fresh = [w + "k" for w in base[:400]]
+    peek = svc.check("http://c.test/4", "c.test", _doc(fresh), record=False)
+    assert peek.kind == "unique"
+    assert svc.check("http://c.test/4", "c.test", _doc(fresh)).kind == "unique"
+    assert svc.stats() == {"pages": 4, "canonicals": 3}
+    assert DedupService(redis_client, "crawl1", DedupConfig(enabled=False)).check(
+        "http://x/", "x", _doc(base)).kind == "skipped"
+    assert svc.check("http://x/e", "x", b"<html><body></body></html>").kind == "skipped"
