@@ -9,7 +9,7 @@ default Bloom: 10M capacity, 1% FP):
   2. memory: INFO used_memory delta over the fill, MEMORY USAGE of the Bloom keys; queue bytes
      per URL = (delta - Bloom) / N, next to the mean URL length;
   3. steady state at ~N queued: rounds of acquire (2 hosts per partition) + complete +
-     admit 20 links per page (10 new, 10 already seen) -> CPU per page (client process +
+     admit 20 links per page (1 new, 19 already seen, so the queue stays at ~N) -> CPU per page (client process +
      redis-server, from /proc), for ``--pages`` pages.
 Writes bench/results/frontier-scale-*.json and prints a table.
 """
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(os.environ.get("TRAWL_SRC") or Path(__file__).resolve().parent.parent)  # a snapshot: see bench/run
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
@@ -94,9 +94,9 @@ def one_size(n: int, batch: int, pages: int, work: Path) -> dict:
             if not leases:
                 break
             fr.complete([Completion(le, now, "fetched") for le in leases])
-            batch_links = links(next_new, 10 * len(leases))
-            next_new += 10 * len(leases)
-            seen = [(le.host, le.entry.url, le.entry) for le in leases for _ in range(10)]
+            batch_links = links(next_new, len(leases))  # one new URL per page: queue stays ~N
+            next_new += len(leases)
+            seen = [(le.host, le.entry.url, le.entry) for le in leases for _ in range(19)]
             fr.admit(batch_links + seen, now=now)
             done += len(leases)
         wall = time.perf_counter() - t0
@@ -148,7 +148,7 @@ def main() -> int:
               f"{r['cpu_us_per_page'] / base:>8.2f} {r['queue_bytes_per_url']:>11} "
               f"{r['mean_url_len']:>7} {r['bloom_bytes_per_capacity_url']:>11} "
               f"{r['redis_commands_per_page_incl_lua']:>9}")
-    out = ROOT / "bench" / "results" / f"frontier-scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = Path(__file__).resolve().parent / "results" / f"frontier-scale-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"machine": {"cores": os.cpu_count(),
                                            "platform": platform.platform()},
