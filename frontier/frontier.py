@@ -25,6 +25,7 @@ import redis
 from frontier.bloom import BloomSpec, partition_layers, url_hash
 from frontier.config import CrawlConfig
 from frontier.keys import Keys, ip_partition_of, partition_of
+from frontier.slotpipe import SlotPipeline
 
 #: Counters kept per partition in ``<prefix>s``; summed for the crawl's status.
 COUNTERS = (
@@ -123,6 +124,10 @@ class Frontier:
         self._ip_acquire = _load_script(client, "ip_acquire")
         self._ip_release = _load_script(client, "ip_release")
 
+    def pipeline(self) -> SlotPipeline:
+        """A pipeline for this frontier's scripts (one round trip per Redis node)."""
+        return SlotPipeline(self.r)
+
     # -- keys ---------------------------------------------------------------------------
     def partition(self, host: str) -> int:
         return partition_of(host, self.partitions)
@@ -142,14 +147,14 @@ class Frontier:
             groups[partition_of(host, self.partitions)].extend(
                 (host, entry.encode(), block_hash, bit_hash))
         for p, args in groups.items():
-            self._admit(keys=[self.keys.ready(p)],
-                        args=[self.keys.prefix(p), now, *self._bloom_args, *args], client=pipe)
+            pipe.script(self._admit, [self.keys.ready(p)],
+                        [self.keys.prefix(p), now, *self._bloom_args, *args])
         return list(groups)
 
     def admit(
         self, links: Iterable[tuple[str, str, Entry]], now: float | None = None
     ) -> AdmitResult:
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         touched = self.queue_admit(pipe, links, now)
         result = AdmitResult()
         for reply in pipe.execute()[: len(touched)]:
@@ -179,11 +184,10 @@ class Frontier:
         """
         now = time.time() if now is None else now
         owners = _owners(range(self.partitions) if partitions is None else partitions)
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p, owner in owners.items():
-            self._acquire(keys=[self.keys.ready(p)],
-                          args=[self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s,
-                                owner], client=pipe)
+            pipe.script(self._acquire, [self.keys.ready(p)],
+                        [self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s, owner])
         leases: list[Lease] = []
         earliest: float | None = None
         self.fenced = set()
@@ -206,12 +210,12 @@ class Frontier:
         groups: dict[int, list[int]] = defaultdict(list)
         for i, lease in enumerate(leases):
             groups[lease.partition].append(i)
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p, idx in groups.items():
             args: list[Any] = [self.keys.prefix(p), now, budget_s]
             for i in idx:
                 args += [leases[i].lease_id, leases[i].host]
-            self._begin(keys=[self.keys.ready(p)], args=args, client=pipe)
+            pipe.script(self._begin, [self.keys.ready(p)], args)
         ok = [False] * len(leases)
         for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
             for i, flag in zip(idx, reply, strict=True):
@@ -227,13 +231,12 @@ class Frontier:
                 c.requeue.encode() if c.requeue else "", "h" if c.at_head else "t",
             ])
         for p, args in groups.items():
-            self._complete(keys=[self.keys.ready(p)], args=[self.keys.prefix(p), *args],
-                           client=pipe)
+            pipe.script(self._complete, [self.keys.ready(p)], [self.keys.prefix(p), *args])
         return len(groups)
 
     def complete(self, completions: Iterable[Completion]) -> int:
         """Finish leases; returns how many were stale (already expired and re-queued)."""
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         n = self.queue_complete(pipe, completions)
         return sum(int(x) for x in pipe.execute()[:n])
 
@@ -242,10 +245,10 @@ class Frontier:
         """Re-queue every expired lease (of the given partitions); returns how many."""
         now = time.time() if now is None else now
         owners = _owners(range(self.partitions) if partitions is None else partitions)
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p, owner in owners.items():
-            self._reap(keys=[self.keys.ready(p)],
-                       args=[self.keys.prefix(p), now, max_per_partition, owner], client=pipe)
+            pipe.script(self._reap, [self.keys.ready(p)],
+                        [self.keys.prefix(p), now, max_per_partition, owner])
         return sum(max(0, int(x)) for x in pipe.execute())
 
     # -- partition ownership ------------------------------------------------------------------
@@ -253,31 +256,29 @@ class Frontier:
                          ttl_s: float) -> dict[int, int]:
         """Claim or renew ownership; returns partition -> fencing token for those now held."""
         parts = list(partitions)
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p in parts:
             pre = self.keys.prefix(p)
-            self._claim(keys=[pre + "own", pre + "epoch"], args=[member, int(ttl_s * 1000)],
-                        client=pipe)
+            pipe.script(self._claim, [pre + "own", pre + "epoch"], [member, int(ttl_s * 1000)])
         return {p: int(t) for p, t in zip(parts, pipe.execute(), strict=True) if int(t) > 0}
 
     def release_partitions(self, owners: Mapping[int, str]) -> int:
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p, owner in owners.items():
-            self._release_partition(keys=[self.keys.prefix(p) + "own"], args=[owner],
-                                    client=pipe)
+            pipe.script(self._release_partition, [self.keys.prefix(p) + "own"], [owner])
         return sum(int(x) for x in pipe.execute()) if owners else 0
 
     def partition_owners(self) -> list[str | None]:
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p in range(self.partitions):
-            pipe.get(self.keys.prefix(p) + "own")
+            pipe.command("get", self.keys.prefix(p) + "own")
         return [_text(v).split("|")[0] if v else None for v in pipe.execute()]
 
     def lease_alive(self, leases: Sequence[Lease]) -> list[bool]:
         """Whether each lease is still current (not reaped): checked before a fetch."""
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for lease in leases:
-            pipe.hget(self.keys.prefix(lease.partition) + "hb", lease.host)
+            pipe.command("hget", self.keys.prefix(lease.partition) + "hb", lease.host)
         return [_text(v) == lease.lease_id if v is not None else False
                 for v, lease in zip(pipe.execute(), leases, strict=True)]
 
@@ -292,13 +293,13 @@ class Frontier:
         groups: dict[int, list[int]] = defaultdict(list)
         for i, (ip, _token) in enumerate(requests):
             groups[ip_partition_of(ip, self.partitions)].append(i)
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for ipp, idx in groups.items():
             prefix = self.keys.ip_prefix(ipp)
             args: list[Any] = [prefix, now, self.config.ip_concurrency, self.config.lease_ttl_s]
             for i in idx:
                 args.extend(requests[i])
-            self._ip_acquire(keys=[prefix + "ipn"], args=args, client=pipe)
+            pipe.script(self._ip_acquire, [prefix + "ipn"], args)
         waits = [0.0] * len(requests)
         for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
             for i, w in zip(idx, reply, strict=True):
@@ -313,7 +314,7 @@ class Frontier:
             groups[ip_partition_of(ip, self.partitions)].extend([ip, token, repr(next_allowed)])
         for ipp, args in groups.items():
             prefix = self.keys.ip_prefix(ipp)
-            self._ip_release(keys=[prefix + "ipn"], args=[prefix, *args], client=pipe)
+            pipe.script(self._ip_release, [prefix + "ipn"], [prefix, *args])
         return len(groups)
 
     # -- robots cache ---------------------------------------------------------------------------
@@ -326,9 +327,9 @@ class Frontier:
 
     # -- status -----------------------------------------------------------------------------------
     def partition_stats(self) -> list[dict[str, int]]:
-        pipe = self.r.pipeline(transaction=False)
+        pipe = self.pipeline()
         for p in range(self.partitions):
-            pipe.hgetall(self.keys.stats(p))
+            pipe.command("hgetall", self.keys.stats(p))
         out = []
         for raw in pipe.execute():
             out.append({_text(k): int(v) for k, v in raw.items() if _text(k) not in _INTERNAL})
@@ -342,7 +343,7 @@ class Frontier:
         return totals
 
     def increment(self, pipe: Any, host: str, counter: str, amount: int = 1) -> None:
-        pipe.hincrby(self.keys.stats(self.partition(host)), counter, amount)
+        pipe.command("hincrby", self.keys.stats(self.partition(host)), counter, amount)
 
 
 def _owners(partitions: Iterable[int] | Mapping[int, str]) -> dict[int, str]:

@@ -46,9 +46,9 @@ class Scheduler:
     def inflight(self, now: float, partitions: list[int]) -> int:
         """Leases out of ``partitions``, re-read from Redis at most every 50 ms."""
         if now - self._inflight_read > 0.05:
-            pipe = self.client.pipeline(transaction=False)
+            pipe = self.frontier.pipeline()
             for p in partitions:
-                pipe.hget(self.frontier.keys.stats(p), "inflight")
+                pipe.command("hget", self.frontier.keys.stats(p), "inflight")
             self._inflight = sum(int(v or 0) for v in pipe.execute())
             self._inflight_read = now
         return self._inflight

@@ -74,7 +74,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
         if total >= ctx.config.max_pages:
             counters["links_over_max_pages"] += len(links)
             links = {}
-    pipe = ctx.client.pipeline(transaction=False)
+    pipe = frontier.pipeline()
     n_admit = len(frontier.queue_admit(pipe, links.values())) if links else 0
     frontier.queue_complete(pipe, [r.completion for r, _ in results])
     ip_next = time.time() + ctx.config.ip_delay_s
@@ -84,7 +84,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     if counters:
         stats_key = frontier.keys.stats(0)
         for name, amount in counters.items():
-            pipe.hincrby(stats_key, name, amount)
+            pipe.command("hincrby", stats_key, name, amount)
     replies = pipe.execute()
     if ctx.config.max_pages and n_admit:
         admitted = frontier.admit_totals(replies[:n_admit]).admitted
