@@ -131,7 +131,7 @@ def test_ip_gate_limits_concurrency_and_delay(redis_client: redis.Redis) -> None
     f = make(redis_client, ip_concurrency=1)
     assert f.ip_acquire([("127.0.0.5", "a"), ("127.0.0.5", "b"), ("127.0.0.6", "c")],
                         now=0.0) == [0.0, 0.05, 0.0]
-    pipe = redis_client.pipeline()
+    pipe = f.pipeline()
     f.queue_ip_release(pipe, [("127.0.0.5", "a", 3.0)])
     pipe.execute()
     assert f.ip_acquire([("127.0.0.5", "b")], now=1.0) == [2.0]
