@@ -127,7 +127,7 @@ def worker(i: int, cfg: dict, inboxes: list, pending, lock, done_ev) -> None:
                         if absu.startswith("http://") and (h == domain or h.endswith("." + domain)):
                             out.append(absu)
                     links = out
-            except Exception:  # noqa: BLE001 - any failure of one URL ends that URL only
+            except Exception:
                 links = []
             route(links)
             with cond:

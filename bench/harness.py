@@ -15,8 +15,8 @@ import json
 import os
 import platform
 import resource
-import signal
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -233,7 +233,7 @@ class Bench:
 
     def _run(self, name: str, argv: list[str], token: str, obeys_robots: bool,
              use_redis: bool, env_extra: dict[str, str] | None = None,
-             setup=None, procs_argv: list[list[str]] | None = None) -> dict[str, Any]:  # noqa: ANN001
+             setup=None, procs_argv: list[list[str]] | None = None) -> dict[str, Any]:
         red, client = self._start_redis(name) if use_redis else (None, None)
         ctx: dict[str, Any] = {"redis_url": red.url if red else ""}
         if setup:
@@ -243,7 +243,7 @@ class Bench:
         t_start = time.time()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         web_cpu0 = cpu_of(self.web.pid)
-        logf = open(self.work / f"{name}.log", "ab")  # noqa: SIM115
+        logf = open(self.work / f"{name}.log", "ab")
         env = {**os.environ, **(env_extra or {}),
                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         ps = [subprocess.Popen(a, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

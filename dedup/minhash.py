@@ -72,5 +72,6 @@ def from_base64(text: str) -> np.ndarray:
 
 
 def to_datasketch(sig: np.ndarray, seed: int = 1) -> LeanMinHash:
-    """The signature as a datasketch LeanMinHash (its jaccard() agrees with ours)."""
-    return LeanMinHash(seed=seed, hashvalues=sig.astype(np.uint64))
+    """The signature as a datasketch LeanMinHash (its jaccard() agrees with ours). Scheme
+    'legacy' is datasketch's tag for hash values computed outside its own hash scheme."""
+    return LeanMinHash(seed=seed, hashvalues=sig.astype(np.uint64), scheme="legacy")

@@ -99,6 +99,10 @@ class CrawlConfig:
     #: Due URLs (of distinct hosts) carried by one Celery task.
     task_batch: int = 4
 
+    # --- near-duplicates (dedup.config.DedupConfig fields, e.g. {"threshold": 0.9}) ----------
+    dedup_enabled: bool = True
+    dedup_settings: dict[str, Any] = field(default_factory=dict)
+
     # --- output --------------------------------------------------------------------------
     output_dir: str = "trawl-out"
     warc_max_bytes: int = 1_000_000_000

@@ -27,13 +27,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--hang", type=float, default=d.hang_s, dest="hang_s")
     p.add_argument("--log", required=True, help="request log file (JSONL, appended)")
     p.add_argument("--port", type=int, default=0, help="0: pick a free port")
+    p.add_argument("--duplicates", action="store_true",
+                   help="add exact/near-duplicate pages and mirror hosts (sandbox/duplicates.py)")
     return p.parse_args(argv)
 
 
 def config_from_args(a: argparse.Namespace) -> SandboxConfig:
     return SandboxConfig(seed=a.seed, hosts=a.hosts, pages_per_host=a.pages_per_host, ips=a.ips,
                          crawl_delay_s=a.crawl_delay_s, robots_slow_s=a.robots_slow_s,
-                         slow_page_s=a.slow_page_s, hang_s=a.hang_s)
+                         slow_page_s=a.slow_page_s, hang_s=a.hang_s, duplicates=a.duplicates)
 
 
 async def amain(args: argparse.Namespace) -> None:

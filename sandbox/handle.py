@@ -48,7 +48,8 @@ class SandboxWeb:
                 "--pages-per-host", str(c.pages_per_host), "--ips", str(c.ips),
                 "--crawl-delay", str(c.crawl_delay_s), "--robots-slow", str(c.robots_slow_s),
                 "--slow-page", str(c.slow_page_s), "--hang", str(c.hang_s),
-                "--log", str(self.log_path), "--port", str(self._port_arg)]
+                "--log", str(self.log_path), "--port", str(self._port_arg),
+                *(["--duplicates"] if c.duplicates else [])]
 
     def _stderr_text(self) -> str:
         self._stderr.seek(0)

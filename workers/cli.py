@@ -14,6 +14,7 @@ from typing import Any
 
 from frontier.config import ConfigError, CrawlConfig
 from frontier.redisclient import is_cluster_url
+from workers.flower import add_flower_arguments, cmd_flower
 
 log = logging.getLogger("trawl")
 
@@ -93,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--namespace", default="trawl")
     status.add_argument("--json", action="store_true")
     status.add_argument("--partitions", action="store_true", help="one row per partition")
+
+    add_flower_arguments(sub.add_parser("flower", help="Flower (monitoring UI) on the crawl's "
+                                        "broker, with basic auth"))
+
+    report = sub.add_parser("dedup-report", help="near-duplicate clusters and mirrors of a "
+                            "finished crawl, from its JSONL records")
+    report.add_argument("records", help="the crawl's records/ directory (or its output dir)")
+    report.add_argument("--json", dest="json_out", help="write the report as JSON here")
+    report.add_argument("--all-pairs", action="store_true",
+                        help="also cross-check by an all-pairs sketch comparison (small crawls)")
 
     robots = sub.add_parser("robots", help="check URLs against a robots.txt file or URL")
     robots.add_argument("source", help="robots.txt file path or http(s) URL")
@@ -344,6 +355,16 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dedup_report(args: argparse.Namespace) -> int:
+    from dedup.report import report_command
+
+    path = Path(args.records)
+    if (path / "records").is_dir():
+        path = path / "records"
+    return report_command(path, Path(args.json_out) if args.json_out else None, args.all_pairs,
+                          out=sys.stdout)
+
+
 def cmd_robots(args: argparse.Namespace) -> int:
     from workers.robots import robots_command
 
@@ -352,7 +373,7 @@ def cmd_robots(args: argparse.Namespace) -> int:
 
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker,
             "scheduler": cmd_scheduler, "seed": cmd_seed, "status": cmd_status,
-            "robots": cmd_robots}
+            "robots": cmd_robots, "flower": cmd_flower, "dedup-report": cmd_dedup_report}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import redis
 
+from dedup.config import DedupConfig
+from dedup.service import DedupService
 from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Frontier
 from frontier.keys import Keys
@@ -97,6 +99,9 @@ class WorkerContext:
             allow_private=cfg.allow_private_ips,
         )
         self.robots = RobotsCache(self.frontier)
+        self.dedup = DedupService(self.client, cfg.namespace,
+                                  DedupConfig(**{"enabled": cfg.dedup_enabled,
+                                                 **cfg.dedup_settings}))
         out = Path(cfg.output_dir)
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.warc = (WarcWriter(out / "warc", prefix=f"trawl-{self.worker_id}",

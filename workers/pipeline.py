@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dedup.fingerprint import content_fingerprint
+from dedup.service import record_fields
 from frontier.frontier import Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
@@ -146,7 +147,16 @@ def _fetched(
             log.info("parse problem on %s: %s", entry.url, page.error)
         found = len(page.links)
         depth = entry.depth + 1
-        if not cfg.max_depth or ctx.scope.depth_allowed(depth):
+        if page.tree is not None:
+            dup = ctx.dedup.check(entry.url, lease.host, page.tree)
+            extra.update(record_fields(dup))
+            if dup.kind in ("exact", "near"):
+                result.counters[f"dup_{dup.kind}"] += 1
+        else:
+            dup = None
+        if dup is not None and dup.skip_links:
+            result.counters["links_dup_skipped"] += found
+        elif not cfg.max_depth or ctx.scope.depth_allowed(depth):
             for link in page.links:
                 if link.nofollow:
                     result.counters["links_nofollow"] += 1
