@@ -156,3 +156,31 @@ def test_service_exact_near_unique_and_record_fields(redis_client: redis.Redis) 
     assert DedupService(redis_client, "crawl1", DedupConfig(enabled=False)).check(
         "http://x/", "x", _doc(base)).kind == "skipped"
     assert svc.check("http://x/e", "x", b"<html><body></body></html>").kind == "skipped"
+
+
+def test_refetch_of_a_recorded_url_is_not_its_own_duplicate(redis_client: redis.Redis) -> None:
+    """A worker killed after the dedup check but before admitting the page's links: the page
+    is fetched again under the same URL and must not be skipped as a copy of itself."""
+    words = [f"w{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{chr(97 + i // 676)}"
+             for i in range(600)]
+    svc = DedupService(redis_client, "refetch", DedupConfig())
+    assert svc.check("http://a.test/1", "a.test", _doc(words)).kind == "unique"
+    assert svc.check("http://b.test/copy", "b.test", _doc(words)).kind == "exact"
+    near = list(words)
+    near[300] = "zzchanged"
+    assert svc.check("http://c.test/near", "c.test", _doc(near)).kind == "near"
+    pages_key = svc.index.keys.hostpages
+    before = int(redis_client.hget(pages_key, "a.test"))
+    again = svc.check("http://a.test/1", "a.test", _doc(words))
+    assert (again.kind, again.skip_links) == ("unique", False)
+    changed = list(words)
+    changed[10] = "zzedited"
+    assert svc.check("http://a.test/1", "a.test", _doc(changed)).kind == "unique"
+    # the copies keep their classification when they are fetched again
+    copy = svc.check("http://b.test/copy", "b.test", _doc(words))
+    assert (copy.kind, copy.canonical_url) == ("exact", "http://a.test/1")
+    near_again = svc.check("http://c.test/near", "c.test", _doc(near))
+    assert (near_again.kind, near_again.canonical_url) == ("near", "http://a.test/1")
+    # the original and the edited version of a.test/1 (a new version is indexed as such)
+    assert svc.stats()["canonicals"] == 2
+    assert int(redis_client.hget(pages_key, "a.test")) == before + 1

@@ -6,10 +6,22 @@
 -- ARGV: 1 fingerprint, 2 host, 3 url, 4 signature, 5 matches needed, 6 write flag,
 --       7 num_perm, 8 max candidates, 9 max bucket ids, 10.. band values (one per band key)
 -- Returns {kind, canonical url or false, matches, mirror host or false, mirror count, pages}
+-- A page checked again under the URL it was recorded with (a re-fetch after a worker died
+-- before completing it, or a recrawl) is not its own duplicate: it is classified against the
+-- other documents only, and nothing is written or counted a second time.
 local fp, host, url, sig = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local need, write, k = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
 local max_cand, max_bucket = tonumber(ARGV[8]), tonumber(ARGV[9])
 local nbands = #KEYS - 7
+
+local exact = redis.call('HGET', KEYS[1], fp)
+local self_id = false
+if exact then
+  local doc = redis.call('HGET', KEYS[2], exact)
+  if doc and string.sub(doc, -#url - 1) == '\t' .. url then
+    self_id, exact, write = tonumber(exact), false, false
+  end
+end
 
 local pages = tonumber(redis.call('HGET', KEYS[5], host) or '0')
 if write then pages = redis.call('HINCRBY', KEYS[5], host, 1) end
@@ -46,7 +58,6 @@ local function reply(kind, canon, matches)
   return {kind, canon, matches, mh, mc, pages}
 end
 
-local exact = redis.call('HGET', KEYS[1], fp)
 if exact then
   local chost, curl = split(redis.call('HGET', KEYS[2], exact))
   note_duplicate(chost)
@@ -62,13 +73,18 @@ for i = 1, nbands do
   if bucket then
     for j = 1, #bucket, 4 do
       local id = struct.unpack('<I4', bucket, j)
-      if not seen[id] and n_cand < max_cand then
+      if not seen[id] and id ~= self_id and n_cand < max_cand then
         seen[id] = true
         n_cand = n_cand + 1
         local other = {struct.unpack(fmt, redis.call('HGET', KEYS[3], id))}
         local m = 0
         for p = 1, k do
           if other[p] == mine[p] then m = m + 1 end
+        end
+        if m > best and m >= need then
+          -- an earlier version of this very URL (changed content) is not a duplicate of it
+          local doc = redis.call('HGET', KEYS[2], id)
+          if doc and string.sub(doc, -#url - 1) == '\t' .. url then m = -1 end
         end
         if m > best then best, best_id = m, id end
       end
