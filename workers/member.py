@@ -19,6 +19,7 @@ import time
 import uuid
 from collections.abc import Mapping
 
+import kombu.exceptions
 import redis
 from celery import Celery
 
@@ -76,14 +77,21 @@ class Member:
             except redis.RedisError as exc:  # Redis away: keep trying; the TTL decides
                 log.warning("heartbeat failed: %s", exc)
                 self._owned = {}
+            except Exception:  # never let the member's heartbeat die with the process alive
+                log.exception("heartbeat failed")
+                self._owned = {}
             self._stop.wait(interval)
 
     def _schedule_loop(self) -> None:
         while not self._stop.is_set():
             try:
                 self.scheduler.run(self._stop.is_set, owners=lambda: self._owned)
-            except redis.RedisError as exc:
+            except (redis.RedisError, kombu.exceptions.KombuError, OSError) as exc:
+                # Redis or the broker away: wait and go on; the heartbeat decides ownership.
                 log.warning("scheduler: %s", exc)
+                self._stop.wait(1.0)
+            except Exception:  # a bug must not silently stop this member's partitions
+                log.exception("scheduler step failed; retrying")
                 self._stop.wait(1.0)
 
     def start(self, schedule: bool = True) -> Member:

@@ -76,16 +76,31 @@ class Scheduler:
             return StepResult(0, earliest)
         ips = [self._ip(lease) for lease in leases]
         granted = self._gate(leases, ips, now)
-        batch: list[list[object]] = []
-        for lease, ip in granted:
-            batch.append([*lease.to_message(), ip])
-            if len(batch) >= self.config.task_batch:
-                self._send(batch)
-                batch = []
-        if batch:
-            self._send(batch)
+        size = self.config.task_batch
+        for start in range(0, len(granted), size):
+            chunk = granted[start:start + size]
+            try:
+                self._send([[*lease.to_message(), ip] for lease, ip in chunk])
+            except Exception:
+                self._give_back(granted[start:], now)
+                raise
         self._inflight += len(leases)
         return StepResult(len(granted), earliest)
+
+    def _give_back(self, unsent: list[tuple[Lease, str | None]], now: float) -> None:
+        """The broker refused a task: its leases go back to the head of their queues now
+        (and their IP tokens are freed), instead of waiting out ``lease_ttl_s``. If Redis is
+        away too, the leases simply expire and the reaper re-queues them."""
+        try:
+            pipe = self.frontier.pipeline()
+            self.frontier.queue_complete(pipe, [
+                Completion(lease, now, "unsent", requeue=lease.entry, at_head=True)
+                for lease, _ in unsent])
+            self.frontier.queue_ip_release(
+                pipe, [(ip, ip_token(lease), now) for lease, ip in unsent if ip])
+            pipe.execute()
+        except redis.RedisError as exc:
+            log.warning("could not return %d unsent leases (they expire): %s", len(unsent), exc)
 
     def _ip(self, lease: Lease) -> str | None:
         name = lease.host.rsplit(":", 1)[0] if not lease.host.endswith("]") else lease.host
