@@ -74,15 +74,12 @@ def test_whole_crawl_stop_and_resume(tmp_path: Path, redis_server: EmbeddedRedis
              "--set", f"static_hosts={json.dumps(web.resolver_map)}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         client = redis.Redis.from_url(redis_server.url)
+        from frontier.config import CrawlConfig
+        from frontier.frontier import Frontier
+
+        progress = Frontier(client, CrawlConfig(namespace="resume1"))  # default partitions
         deadline = time.monotonic() + 120
-
-        def fetched_so_far() -> int:
-            pipe = client.pipeline(transaction=False)
-            for p in range(64):
-                pipe.hget(f"resume1:{{{p}}}:s", "fetched")
-            return sum(int(v or 0) for v in pipe.execute())
-
-        while fetched_so_far() < 300:  # well into the crawl, far from its end
+        while progress.stats()["fetched"] < 300:  # well into the crawl, far from its end
             if time.monotonic() > deadline or first.poll() is not None:
                 first.kill()
                 pytest.fail(first.stderr.read().decode()[-3000:] if first.stderr else "slow")
@@ -96,7 +93,6 @@ def test_whole_crawl_stop_and_resume(tmp_path: Path, redis_server: EmbeddedRedis
         assert second.returncode == 0, second.stderr.decode()[-2000:]
         stats = json.loads(summary.read_text())
         assert stats["accounted"] == stats["urls_admitted"]
-        from frontier.frontier import Frontier
         from workers.context import load_config
 
         frontier = Frontier(client, load_config(client, "resume1"))

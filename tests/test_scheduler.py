@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import socket
-
 import kombu.exceptions
 import pytest
 import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
+from frontier.redisserver import free_port
 from workers.crawl import init_crawl
 from workers.scheduler import Scheduler
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_leases_go_back_when_the_broker_refuses_the_task(redis_client: redis.Redis) -> None:
     cfg = CrawlConfig(namespace="sched1", partitions=4, allow_private_ips=True,
                       static_hosts={f"h{i}.test": "127.0.0.1" for i in range(6)}).validate()
     frontier = init_crawl(redis_client, cfg, [f"http://h{i}.test/" for i in range(6)])
-    app = Celery("unreachable", broker=f"redis://127.0.0.1:{_closed_port()}/0")
+    app = Celery("unreachable", broker=f"redis://127.0.0.1:{free_port()}/0")
     app.conf.update(task_publish_retry=False, broker_connection_retry=False,
                     broker_connection_max_retries=0)
     scheduler = Scheduler(redis_client, cfg, app)

@@ -14,14 +14,20 @@ local need, write, k = tonumber(ARGV[5]), ARGV[6] == '1', tonumber(ARGV[7])
 local max_cand, max_bucket = tonumber(ARGV[8]), tonumber(ARGV[9])
 local nbands = #KEYS - 7
 
+local function split(doc)
+  local tab = string.find(doc, '\t', 1, true)
+  return string.sub(doc, 1, tab - 1), string.sub(doc, tab + 1)
+end
+
+-- Whether document id was recorded under this very URL.
+local function is_this_url(id)
+  local doc = redis.call('HGET', KEYS[2], id)
+  return doc and select(2, split(doc)) == url
+end
+
 local exact = redis.call('HGET', KEYS[1], fp)
 local self_id = false
-if exact then
-  local doc = redis.call('HGET', KEYS[2], exact)
-  if doc and string.sub(doc, -#url - 1) == '\t' .. url then
-    self_id, exact, write = tonumber(exact), false, false
-  end
-end
+if exact and is_this_url(exact) then self_id, exact, write = tonumber(exact), false, false end
 
 local pages = tonumber(redis.call('HGET', KEYS[5], host) or '0')
 if write then pages = redis.call('HINCRBY', KEYS[5], host, 1) end
@@ -31,11 +37,6 @@ local function mirror_state()
   if not m then return false, 0 end
   local tab = string.find(m, '\t', 1, true)
   return string.sub(m, 1, tab - 1), tonumber(string.sub(m, tab + 1))
-end
-
-local function split(doc)
-  local tab = string.find(doc, '\t', 1, true)
-  return string.sub(doc, 1, tab - 1), string.sub(doc, tab + 1)
 end
 
 -- A duplicate of a page on another host counts toward this host being that host's mirror.
@@ -81,11 +82,8 @@ for i = 1, nbands do
         for p = 1, k do
           if other[p] == mine[p] then m = m + 1 end
         end
-        if m > best and m >= need then
-          -- an earlier version of this very URL (changed content) is not a duplicate of it
-          local doc = redis.call('HGET', KEYS[2], id)
-          if doc and string.sub(doc, -#url - 1) == '\t' .. url then m = -1 end
-        end
+        -- an earlier version of this very URL (changed content) is not a duplicate of it
+        if m > best and m >= need and is_this_url(id) then m = -1 end
         if m > best then best, best_id = m, id end
       end
     end
