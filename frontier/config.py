@@ -23,6 +23,10 @@ E_BAD_VALUE = (
 E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
 
 
+#: Crawl orderings (front-queue priorities) a crawl may select.
+ORDERINGS = ("bfs", "random", "indegree", "opic")
+
+
 class ConfigError(ValueError):
     """A setting that cannot work; the message names the setting and the fix."""
 
@@ -75,11 +79,54 @@ class CrawlConfig:
     # --- scope ---------------------------------------------------------------------------
     #: Hosts or domains allowed (a domain allows its subdomains). Empty = the seeds' hosts.
     allowed_domains: list[str] = field(default_factory=list)
+    #: Hosts or domains never crawled (a domain denies its subdomains); wins over allowed.
+    denied_domains: list[str] = field(default_factory=list)
+    #: Regular expressions (``re.search`` on the canonical URL): when any is given, a URL must
+    #: match one to be admitted; a URL matching any deny pattern is never admitted.
+    allow_url_patterns: list[str] = field(default_factory=list)
+    deny_url_patterns: list[str] = field(default_factory=list)
     max_depth: int = 50
     #: Stop admitting new URLs once this many were admitted (0 = unlimited).
     max_pages: int = 0
+    #: Admit at most this many URLs per host / per registered domain (public-suffix aware;
+    #: 0 = unlimited).
+    max_pages_per_host: int = 0
+    max_pages_per_domain: int = 0
+    max_url_length: int = 2048
     max_redirects: int = 5
     max_links_per_page: int = 5000
+
+    # --- spider-trap defences (frontier/traps.py) -------------------------------------------
+    #: A path with more segments than this is a trap (endless /a/b/c/... spaces).
+    max_path_segments: int = 24
+    #: A segment (or a run of segments) repeated more than this many times is a trap
+    #: (``/a/b/a/b/a/b``: relative links resolved against the wrong base).
+    max_segment_repeats: int = 2
+    #: More query parameters than this is a trap (faceted-search explosions).
+    max_query_params: int = 8
+    #: Distinct query strings admitted per host path (0 = unlimited): the stateful side of the
+    #: query-explosion defence, counted at admission in the host's partition.
+    max_query_variants_per_path: int = 64
+    #: Dates in a URL more than this many years from now are a calendar trap (0 = off).
+    calendar_window_years: int = 2
+    #: Query parameters removed by canonicalization: session ids that make one page endless
+    #: URLs (matched case-insensitively; ``;jsessionid=`` path parameters too).
+    session_id_params: list[str] = field(default_factory=lambda: [
+        "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid",
+        "cfid", "cftoken", "zenid", "osCsid",
+    ])
+    #: Probe each host once with a random missing path; pages like the probe's answer are
+    #: soft-404s (a server that answers 200 to every path): recorded, their links not followed.
+    soft404_probe: bool = True
+    #: IRLbot-style per-registered-domain budget of admitted URLs: base + per_linking_domain x
+    #: (distinct other registered domains seen linking in). 0 = no budget.
+    domain_budget_base: int = 0
+    domain_budget_per_linking_domain: int = 0
+
+    # --- crawl ordering (front queues) -------------------------------------------------------
+    #: bfs (FIFO per host, hosts by due time), random, indegree (partial in-degree counted at
+    #: admission) or opic (Abiteboul et al. 2003: cash over out-links).
+    ordering: str = "bfs"
 
     # --- URL-seen Bloom filter -------------------------------------------------------------
     bloom_capacity: int = 10_000_000
@@ -139,6 +186,16 @@ class CrawlConfig:
                 name="lease_ttl_s", value=self.lease_ttl_s,
                 why=f"must be at least 2 x total_timeout_s + 5 = "
                     f"{2 * self.total_timeout_s + 5.0:g} so a fetch fits in its lease"))
+        if self.ordering not in ORDERINGS:
+            raise ConfigError(E_BAD_VALUE.format(
+                name="ordering", value=self.ordering, why=f"one of {', '.join(ORDERINGS)}"))
+        for name in ("max_pages_per_host", "max_pages_per_domain", "max_url_length",
+                     "max_path_segments", "max_segment_repeats", "max_query_params",
+                     "max_query_variants_per_path", "calendar_window_years",
+                     "domain_budget_base", "domain_budget_per_linking_domain"):
+            if getattr(self, name) < 0:
+                raise ConfigError(E_BAD_VALUE.format(
+                    name=name, value=getattr(self, name), why="must be >= 0"))
         if self.partitions > 16384:
             raise ConfigError(E_BAD_VALUE.format(
                 name="partitions", value=self.partitions, why="at most 16384 (Redis slots)"))
