@@ -13,10 +13,11 @@ Invariants (checked by tests/test_frontier.py):
 
 from __future__ import annotations
 
+import random
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -24,14 +25,19 @@ import redis
 
 from frontier.bloom import BloomSpec, partition_layers, url_hash
 from frontier.config import CrawlConfig
-from frontier.keys import Keys, ip_partition_of, partition_of
+from frontier.keys import Keys, domain_partition_of, ip_partition_of, partition_of
 from frontier.slotpipe import SlotPipeline
 
 #: Counters kept per partition in ``<prefix>s``; summed for the crawl's status.
 COUNTERS = (
     "admitted", "seen_rejected", "queued", "inflight", "fetched", "failed", "robots_blocked",
     "out_of_scope", "redirects", "retries", "robots_fetches", "deferred", "requeued", "stale",
+    "over_host_cap", "trap_query_variants", "over_domain_budget", "reprioritized",
 )
+
+#: Host-queue mode of each ordering: FIFO lists, priority ZSETs, or ZSETs whose queued URLs
+#: gain priority from every further link to them.
+QUEUE_MODE = {"bfs": "l", "random": "z", "indegree": "a", "opic": "a"}
 
 
 def _load_script(client: redis.Redis, name: str) -> Any:
@@ -68,15 +74,22 @@ class Lease:
     lease_id: str
     host: str
     entry: Entry
+    #: The URL's queue score when it was leased (priority orderings: -priority; OPIC: -cash).
+    score: float = 0.0
+
+    @property
+    def priority(self) -> float:
+        return -self.score
 
     def to_message(self) -> list[Any]:
         """Compact JSON-able form for a Celery task argument (readable in Flower)."""
         return [self.entry.url, self.partition, self.lease_id, self.host, self.entry.encode()]
 
     @classmethod
-    def from_message(cls, msg: Sequence[Any]) -> Lease:
+    def from_message(cls, msg: Sequence[Any], score: float = 0.0) -> Lease:
         _url, partition, lease_id, host, entry = msg
-        return cls(int(partition), str(lease_id), str(host), Entry.decode(str(entry)))
+        return cls(int(partition), str(lease_id), str(host), Entry.decode(str(entry)),
+                   float(score))
 
 
 def ip_token(lease: Lease) -> str:
@@ -99,6 +112,32 @@ class Completion:
 class AdmitResult:
     admitted: int = 0
     rejected: int = 0
+    #: Registered domain -> URLs admitted under its budget (only when budgets were given).
+    by_domain: dict[str, int] = field(default_factory=dict)
+
+
+#: A link to admit: (host, url, entry) or (host, url, entry, priority). The priority is what a
+#: link adds to its target under the indegree (1 per link) and opic (a share of the linking
+#: page's cash) orderings; bfs ignores it and random draws its own.
+AdmitLink = tuple[str, str, Entry] | tuple[str, str, Entry, float]
+
+
+class AdmitBatch(list[int]):
+    """Partitions touched by ``queue_admit``, in reply order, and the budget domains of each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.domains: list[list[str]] = []
+
+    def totals(self, replies: Sequence[Any]) -> AdmitResult:
+        result = AdmitResult()
+        for reply, domains in zip(replies, self.domains, strict=True):
+            result.admitted += int(reply[0])
+            result.rejected += int(reply[1])
+            for d, spent in zip(domains, reply[7:], strict=True):
+                if int(spent):
+                    result.by_domain[d] = result.by_domain.get(d, 0) + int(spent)
+        return result
 
 
 class Frontier:
@@ -107,6 +146,7 @@ class Frontier:
         self.config = config
         self.keys = Keys(config.namespace)
         self.partitions = config.partitions
+        self.mode = QUEUE_MODE[config.ordering]
         self.bloom_layers: list[BloomSpec] = partition_layers(
             config.bloom_capacity, config.bloom_error_rate, config.partitions
         )
@@ -123,6 +163,7 @@ class Frontier:
         self._release_partition = _load_script(client, "release_partition")
         self._ip_acquire = _load_script(client, "ip_acquire")
         self._ip_release = _load_script(client, "ip_release")
+        self._budget = _load_script(client, "budget")
 
     def pipeline(self) -> SlotPipeline:
         """A pipeline for this frontier's scripts (one round trip per Redis node)."""
@@ -134,33 +175,55 @@ class Frontier:
 
     # -- admission ------------------------------------------------------------------------
     def queue_admit(
-        self, pipe: Any, links: Iterable[tuple[str, str, Entry]], now: float | None = None
-    ) -> list[int]:
-        """Add admission scripts for ``links`` ((host, url, entry) triples) to ``pipe``.
+        self, pipe: Any, links: Iterable[AdmitLink], now: float | None = None,
+        allowance: Mapping[str, int] | None = None,
+        domain_of: Callable[[str], str] | None = None,
+    ) -> AdmitBatch:
+        """Add admission scripts for ``links`` to ``pipe``.
 
-        Returns the partitions touched, in the order their replies will appear.
+        ``allowance`` (registered domain -> URLs it may still admit, from
+        :meth:`domain_allowance`) applies the per-domain budget; ``domain_of`` maps a host to
+        its registered domain. Returns the partitions touched, in the order their replies
+        will appear (see :meth:`AdmitBatch.totals`).
         """
         now = time.time() if now is None else now
-        groups: dict[int, list[str]] = defaultdict(list)
-        for host, url, entry in links:
+        cfg = self.config
+        groups: dict[int, list[Any]] = defaultdict(list)
+        budget_ix: dict[int, dict[str, int]] = defaultdict(dict)
+        default = 1.0
+        for link in links:
+            host, url, entry = link[0], link[1], link[2]
+            prio = link[3] if len(link) > 3 else default  # type: ignore[misc]
+            if self.mode == "z":
+                prio = random.random()
             block_hash, bit_hash = url_hash(url)
-            groups[partition_of(host, self.partitions)].extend(
-                (host, entry.encode(), block_hash, bit_hash))
+            p = partition_of(host, self.partitions)
+            bi: Any = ""
+            if allowance is not None and domain_of is not None:
+                dom = domain_of(host)
+                if dom in allowance:
+                    ix = budget_ix[p]
+                    bi = ix.setdefault(dom, len(ix) + 1)
+            groups[p].extend((host, entry.encode(), block_hash, bit_hash, repr(prio), bi))
+        shares = _split_allowance(allowance, budget_ix, groups) if budget_ix else {}
+        batch = AdmitBatch()
         for p, args in groups.items():
+            doms = list(budget_ix.get(p, {}))
+            budgets = [shares[(p, d)] for d in doms]
             pipe.script(self._admit, [self.keys.ready(p)],
-                        [self.keys.prefix(p), now, *self._bloom_args, *args])
-        return list(groups)
+                        [self.keys.prefix(p), now, self.mode, cfg.max_pages_per_host,
+                         cfg.max_query_variants_per_path, len(budgets), *budgets,
+                         *self._bloom_args, *args])
+            batch.append(p)
+            batch.domains.append(doms)
+        return batch
 
     def admit(
-        self, links: Iterable[tuple[str, str, Entry]], now: float | None = None
+        self, links: Iterable[AdmitLink], now: float | None = None
     ) -> AdmitResult:
         pipe = self.pipeline()
-        touched = self.queue_admit(pipe, links, now)
-        result = AdmitResult()
-        for reply in pipe.execute()[: len(touched)]:
-            result.admitted += int(reply[0])
-            result.rejected += int(reply[1])
-        return result
+        batch = self.queue_admit(pipe, links, now)
+        return batch.totals(pipe.execute()[: len(batch)])
 
     @staticmethod
     def admit_totals(replies: Iterable[Any]) -> AdmitResult:
@@ -169,6 +232,40 @@ class Frontier:
             result.admitted += int(reply[0])
             result.rejected += int(reply[1])
         return result
+
+    # -- per-domain budgets (IRLbot) -----------------------------------------------------------
+    @property
+    def budgets_on(self) -> bool:
+        return bool(self.config.domain_budget_base or self.config.max_pages_per_domain)
+
+    def domain_allowance(self, linkers: Mapping[str, Iterable[str]]) -> dict[str, int]:
+        """URLs each target domain may still admit; records who links to it (one round trip).
+
+        ``linkers`` maps a target registered domain to the registered domains of the pages
+        linking to it in this batch (its own domain does not count towards its budget).
+        """
+        cfg = self.config
+        groups: dict[int, list[str]] = defaultdict(list)
+        for dom in linkers:
+            groups[domain_partition_of(dom, self.partitions)].append(dom)
+        pipe = self.pipeline()
+        for dp, doms in groups.items():
+            args: list[Any] = [self.keys.domain_prefix(dp), cfg.domain_budget_base,
+                               cfg.domain_budget_per_linking_domain, cfg.max_pages_per_domain]
+            for dom in doms:
+                others = sorted({d for d in linkers[dom] if d != dom})
+                args += [dom, len(others), *others]
+            pipe.script(self._budget, [self.keys.domain_prefix(dp) + "dc"], args)
+        out: dict[str, int] = {}
+        for doms, reply in zip(groups.values(), pipe.execute(), strict=True):
+            out.update({d: int(n) for d, n in zip(doms, reply, strict=True)})
+        return out
+
+    def queue_domain_spent(self, pipe: Any, spent: Mapping[str, int]) -> None:
+        """Count URLs admitted under their domains' budgets."""
+        for dom, n in spent.items():
+            dp = domain_partition_of(dom, self.partitions)
+            pipe.command("hincrby", self.keys.domain_prefix(dp) + "dc", dom, n)
 
     # -- leases -----------------------------------------------------------------------------
     def acquire(
@@ -187,7 +284,8 @@ class Frontier:
         pipe = self.pipeline()
         for p, owner in owners.items():
             pipe.script(self._acquire, [self.keys.ready(p)],
-                        [self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s, owner])
+                        [self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s, owner,
+                         self.mode])
         leases: list[Lease] = []
         earliest: float | None = None
         self.fenced = set()
@@ -198,9 +296,9 @@ class Frontier:
                 continue
             if first >= 0 and (earliest is None or first < earliest):
                 earliest = first
-            for i in range(1, len(reply), 3):
+            for i in range(1, len(reply), 4):
                 leases.append(Lease(p, _text(reply[i]), _text(reply[i + 1]),
-                                    Entry.decode(_text(reply[i + 2]))))
+                                    Entry.decode(_text(reply[i + 2])), float(reply[i + 3])))
         return leases, earliest
 
     def begin(self, leases: Sequence[Lease], budget_s: float,
@@ -229,9 +327,11 @@ class Frontier:
             groups[c.lease.partition].extend([
                 c.lease.lease_id, c.lease.host, repr(c.next_allowed), c.outcome,
                 c.requeue.encode() if c.requeue else "", "h" if c.at_head else "t",
+                repr(c.lease.score),
             ])
         for p, args in groups.items():
-            pipe.script(self._complete, [self.keys.ready(p)], [self.keys.prefix(p), *args])
+            pipe.script(self._complete, [self.keys.ready(p)],
+                        [self.keys.prefix(p), self.mode, *args])
         return len(groups)
 
     def complete(self, completions: Iterable[Completion]) -> int:
@@ -248,7 +348,7 @@ class Frontier:
         pipe = self.pipeline()
         for p, owner in owners.items():
             pipe.script(self._reap, [self.keys.ready(p)],
-                        [self.keys.prefix(p), now, max_per_partition, owner])
+                        [self.keys.prefix(p), now, max_per_partition, owner, self.mode])
         return sum(max(0, int(x)) for x in pipe.execute())
 
     # -- partition ownership ------------------------------------------------------------------
@@ -344,6 +444,28 @@ class Frontier:
 
     def increment(self, pipe: Any, host: str, counter: str, amount: int = 1) -> None:
         pipe.command("hincrby", self.keys.stats(self.partition(host)), counter, amount)
+
+
+def _split_allowance(allowance: Mapping[str, int] | None,
+                     budget_ix: Mapping[int, Mapping[str, int]],
+                     groups: Mapping[int, list[Any]]) -> dict[tuple[int, str], int]:
+    """Split each domain's allowance over the partitions its links go to, in proportion to
+    their links, so one batch cannot overshoot a budget once per partition. (Rounding may
+    admit a little less; a URL refused for budget is not marked seen and comes back.)"""
+    assert allowance is not None
+    counts: dict[str, dict[int, int]] = defaultdict(dict)
+    for p, ix in budget_ix.items():
+        args = groups[p]
+        for dom, k in ix.items():
+            counts[dom][p] = sum(1 for j in range(5, len(args), 6) if args[j] == k)
+    shares: dict[tuple[int, str], int] = {}
+    for dom, per_part in counts.items():
+        total, left = sum(per_part.values()), allowance[dom]
+        for p, n in sorted(per_part.items(), key=lambda kv: -kv[1]):
+            share = min(left, -(-allowance[dom] * n // total))
+            shares[(p, dom)] = share
+            left -= share
+    return shares
 
 
 def _owners(partitions: Iterable[int] | Mapping[int, str]) -> dict[int, str]:

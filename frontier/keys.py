@@ -22,6 +22,10 @@ def ip_partition_of(ip: str, partitions: int) -> int:
     return xxhash.xxh64_intdigest(("ip:" + ip).encode()) % partitions
 
 
+def domain_partition_of(domain: str, partitions: int) -> int:
+    return xxhash.xxh64_intdigest(("d:" + domain).encode()) % partitions
+
+
 class Keys:
     """Key names of one crawl (``namespace``)."""
 
@@ -33,10 +37,15 @@ class Keys:
 
         Suffixes (all under one slot):
           r        ZSET host -> next allowed fetch time, hosts with queued URLs and no lease
-          q:<host> LIST of queue entries of the host (FIFO)
+          q:<host> LIST of queue entries of the host (FIFO, bfs), or for the priority
+                   orderings a ZSET url -> -priority
           hn       HASH host -> next allowed fetch time (kept when the host's queue is empty)
           hb       HASH host -> lease id, while a URL of the host is leased
-          L        HASH lease id -> "<host>\\t<entry>"
+          pr       ZSET host -> best queued score, due hosts (priority orderings only)
+          qe       HASH url -> entry head "depth[.attempts.hops]" (priority orderings only)
+          hc       HASH host -> URLs admitted (only with max_pages_per_host)
+          qv       HASH host+path -> distinct queries admitted (query-explosion defence)
+          L        HASH lease id -> "<host>\\t<entry>\\t<score>"
           D        ZSET lease id -> lease deadline
           b        STRING Bloom filter bitmap (URL-seen)
           s        HASH counters (queued, inflight, admitted, fetched, ...)
@@ -62,6 +71,11 @@ class Keys:
     def ip_prefix(self, ip_partition: int) -> str:
         """Per-IP keys: ``ipl:<ip>`` ZSET token -> deadline (in flight), ``ipn`` HASH ip -> next."""
         return f"{self.ns}:{{i{ip_partition}}}:"
+
+    def domain_prefix(self, domain_partition: int) -> str:
+        """Per-registered-domain budget keys: ``dc`` HASH domain -> URLs admitted,
+        ``in:<domain>`` HyperLogLog of the other registered domains linking to it."""
+        return f"{self.ns}:{{d{domain_partition}}}:"
 
     # Crawl-wide keys (one slot each; read rarely).
     @property

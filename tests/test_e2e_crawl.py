@@ -36,19 +36,22 @@ def crawl(web: SandboxWeb, redis_url: str, out: Path, *extra: str) -> dict:
     return json.loads(summary_path.read_text())
 
 
-@pytest.fixture(scope="module")
-def big_crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis):
-    tmp = tmp_path_factory.mktemp("e2e")
+@pytest.fixture(scope="module", params=["bfs", "indegree", "opic", "random"])
+def big_crawl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+              redis_server: EmbeddedRedis):
+    """One crawl per ordering: priority must never break politeness or lose a URL."""
+    tmp = tmp_path_factory.mktemp(f"e2e-{request.param}")
     cfg = SandboxConfig(seed=7, hosts=60, pages_per_host=40, ips=20, crawl_delay_s=0.3,
                         robots_slow_s=0.4, slow_page_s=0.4, hang_s=5.0)
     with SandboxWeb(cfg, tmp / "requests.log") as web:
-        summary = crawl(web, redis_server.url, tmp / "crawl1", "--delay", str(DELAY_S),
-                        "--ip-concurrency", "1")
+        out = tmp / f"crawl1-{request.param}"
+        summary = crawl(web, redis_server.url, out, "--delay", str(DELAY_S),
+                        "--ip-concurrency", "1", "--ordering", request.param)
         entries = web.read_log()
         expected = web.site.expected_fetches(web.seeds)
         site = web.site
         port = web.port
-    yield summary, crawler_entries(entries), expected, site, port, tmp / "crawl1"
+    yield summary, crawler_entries(entries), expected, site, port, out
 
 
 def test_every_reachable_allowed_url_fetched_exactly_once(big_crawl) -> None:

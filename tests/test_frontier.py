@@ -9,8 +9,9 @@ from frontier.frontier import Completion, Entry, Frontier
 
 
 def make(client: redis.Redis, **kw: object) -> Frontier:
-    cfg = CrawlConfig(partitions=8, bloom_capacity=100_000, allow_private_ips=True,
-                      host_delay_s=0.0, **kw)  # type: ignore[arg-type]
+    settings: dict[str, object] = {"partitions": 8, "bloom_capacity": 100_000,
+                                   "allow_private_ips": True, "host_delay_s": 0.0, **kw}
+    cfg = CrawlConfig(**settings)  # type: ignore[arg-type]
     return Frontier(client, cfg.validate())
 
 
@@ -30,8 +31,14 @@ def check_invariants(f: Frontier) -> None:
     for p in range(f.partitions):
         pre = f.keys.prefix(p)
         ready = {k.decode() for k in r.zrange(pre + "r", 0, -1)}
+        due = {k.decode() for k in r.zrange(pre + "pr", 0, -1)}
+        assert not ready & due
+        ready |= due
         busy = {k.decode(): v.decode() for k, v in r.hgetall(pre + "hb").items()}
-        queues = {k.decode()[len(pre) + 2:]: r.llen(k) for k in r.scan_iter(pre + "q:*")}
+        size = r.llen if f.mode == "l" else r.zcard
+        queues = {k.decode()[len(pre) + 2:]: size(k) for k in r.scan_iter(pre + "q:*")}
+        if f.mode != "l":
+            assert r.hlen(pre + "qe") == sum(queues.values())
         for host, n in queues.items():
             total_q += n
             assert (host in ready) == (n > 0 and host not in busy), host

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from frontier.config import ConfigError, CrawlConfig
+from frontier.config import ORDERINGS, ConfigError, CrawlConfig
 from frontier.redisclient import is_cluster_url
 from workers.flower import add_flower_arguments, cmd_flower
 
@@ -35,6 +35,8 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-depth", type=int, help="link depth limit (default 50)")
     p.add_argument("--delay", type=float, help="minimum seconds between requests to a host")
     p.add_argument("--ip-concurrency", type=int, help="requests in flight per IP (0 = no limit)")
+    p.add_argument("--ordering", choices=ORDERINGS,
+                   help="front-queue priority: bfs (default), random, indegree or opic")
     p.add_argument("--output", help="output directory (WARC, JSONL records, logs)")
     p.add_argument("--summary-json", help="write the final summary as JSON here")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
@@ -131,7 +133,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     for name, attr in (("partitions", "partitions"), ("max_pages", "max_pages"),
                        ("max_depth", "max_depth"), ("host_delay_s", "delay"),
                        ("ip_concurrency", "ip_concurrency"), ("output_dir", "output"),
-                       ("namespace", "namespace")):
+                       ("namespace", "namespace"), ("ordering", "ordering")):
         value = getattr(args, attr, None)
         if value is not None:
             data[name] = value

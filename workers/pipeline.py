@@ -37,7 +37,8 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 @dataclass
 class LeaseResult:
     completion: Completion
-    links: list[tuple[str, str, Entry]] = field(default_factory=list)
+    #: (host, url, entry) or (host, url, entry, priority): see frontier.frontier.AdmitLink.
+    links: list[tuple[Any, ...]] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     record: dict[str, Any] | None = None
 
@@ -164,6 +165,11 @@ def _fetched(
                 _add_link(ctx, result, link.url, Entry("", depth))
         else:
             result.counters["links_too_deep"] += found
+    if cfg.ordering == "opic" and result.links:
+        # OPIC: the page's cash is shared equally among its out-links (a redirect passes it
+        # all on); what lands on URLs already fetched is not kept.
+        share = lease.priority / len(result.links)
+        result.links = [(h, u, e, share) for h, u, e, *_ in result.links]
     result.record = _record(
         lease, "fetched", res.started_at, res.ip, status=res.status, bytes=len(res.body),
         digest=content_fingerprint(res.body) if res.body else None, links_found=found,

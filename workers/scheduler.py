@@ -29,6 +29,14 @@ class StepResult:
     earliest: float | None
 
 
+def _message(lease: Lease, ip: str | None) -> list[object]:
+    """``[url, partition, lease, host, entry, ip]``, plus the queue score when it matters."""
+    msg: list[object] = [*lease.to_message(), ip]
+    if lease.score:
+        msg.append(lease.score)
+    return msg
+
+
 class Scheduler:
     def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery) -> None:
         self.client = client
@@ -80,7 +88,7 @@ class Scheduler:
         for start in range(0, len(granted), size):
             chunk = granted[start:start + size]
             try:
-                self._send([[*lease.to_message(), ip] for lease, ip in chunk])
+                self._send([_message(lease, ip) for lease, ip in chunk])
             except Exception:
                 self._give_back(granted[start:], now)
                 raise

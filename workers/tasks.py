@@ -23,7 +23,9 @@ log = logging.getLogger(__name__)
 
 @app.task(name="trawl.fetch", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def fetch(batch: list[list[Any]]) -> int:
-    """Fetch each ``[url, partition, lease, host, entry, ip]`` of ``batch``; returns fetched.
+    """Fetch each ``[url, partition, lease, host, entry, ip(, score)]`` of ``batch``.
+
+    Returns how many were fetched.
 
     Just before each fetch the lease is checked and given a deadline that covers one fetch
     (``fetch_lease_s``): a stale lease is skipped, and the URL of a worker that dies mid-fetch
@@ -33,7 +35,7 @@ def fetch(batch: list[list[Any]]) -> int:
     leases, ips = [], []
     for msg in batch:
         try:
-            leases.append(Lease.from_message(msg[:5]))
+            leases.append(Lease.from_message(msg[:5], msg[6] if len(msg) > 6 else 0.0))
             ips.append(msg[5] if len(msg) > 5 else None)
         except (ValueError, TypeError, IndexError):
             # A malformed message carries no lease we can honour; its URL stays leased in
@@ -59,13 +61,19 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     page's links are still on their way into the frontier.
     """
     frontier = ctx.frontier
-    links: dict[str, tuple[str, str, Any]] = {}
+    links: dict[str, tuple[str, str, Any, float]] = {}
     counters: Counter[str] = Counter()
     for res, _ip in results:
         if res.record is not None:
             ctx.records.write(res.record)
-        for host, url, entry in res.links:
-            links.setdefault(url, (host, url, entry))
+        for link in res.links:
+            prio = link[3] if len(link) > 3 else 1.0
+            # Two pages of the batch linking to one URL: two in-links, both cash shares.
+            if link[1] in links:
+                host, url, entry, before = links[link[1]]
+                links[url] = (host, url, entry, before + prio)
+            else:
+                links[link[1]] = (link[0], link[1], link[2], prio)
         counters.update(res.counters)
     if stale:
         counters["stale_messages"] += len(stale)

@@ -1,80 +1,169 @@
 -- Admit a batch of links into one partition: URL-seen test-and-set on the partition's scalable
 -- blocked Bloom filter (see frontier/bloom.py), then enqueue the new ones.
 -- KEYS[1] = <prefix>r (routes the call to the partition's slot; all keys share the tag)
--- ARGV: prefix, now, n_layers, then per layer: blocks, k, capacity;
---       then per link: host, entry, block_hash, bit_hash
--- Returns {admitted, rejected, flags}; flags has '1' (new) / '0' (seen) per link.
+-- ARGV: prefix, now, mode, host_cap, query_cap, n_budgets, budgets..., n_layers, then per
+--       layer: blocks, k, capacity; then per link: host, entry, block_hash, bit_hash, prio,
+--       budget ('' = none, else a 1-based index into budgets).
+--   mode: 'l' host queues are FIFO lists (bfs); 'z' host queues are ZSETs url -> -priority
+--         with the entry's head in HASH qe (random: prio is the score of a new URL); 'a' as
+--         'z', and a link to a URL still queued adds prio to it (indegree, opic).
+--   host_cap: admit at most this many URLs per host (0 = no cap; count in HASH hc).
+--   query_cap: admit at most this many distinct queries per host path (0 = no cap; HASH qv).
+--   budgets: URLs each registered domain may still admit (IRLbot budget, computed by the
+--         caller); a new URL over its budget is not marked seen, so it may come back later.
+-- Returns {admitted, rejected, flags, over_host_cap, over_query_cap, over_budget,
+--          reprioritized, per-budget admitted counts...}; flags: '1' new, '0' not admitted.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
-local nspec = tonumber(ARGV[3])
+local mode = ARGV[3]
+local host_cap = tonumber(ARGV[4])
+local query_cap = tonumber(ARGV[5])
+local nbud = tonumber(ARGV[6])
+local budget, spent = {}, {}
+for b = 1, nbud do budget[b] = tonumber(ARGV[6 + b]); spent[b] = 0 end
+local base = 7 + nbud
+local nspec = tonumber(ARGV[base])
 local blocks, ks, caps = {}, {}, {}
 for l = 0, nspec - 1 do
-  blocks[l] = tonumber(ARGV[4 + 3 * l])
-  ks[l] = tonumber(ARGV[5 + 3 * l])
-  caps[l] = tonumber(ARGV[6 + 3 * l])
+  blocks[l] = tonumber(ARGV[base + 1 + 3 * l])
+  ks[l] = tonumber(ARGV[base + 2 + 3 * l])
+  caps[l] = tonumber(ARGV[base + 3 + 3 * l])
 end
 local ready = KEYS[1]
+local pr = prefix .. 'pr'
 local hn, hb, st = prefix .. 'hn', prefix .. 'hb', prefix .. 's'
 local layer = tonumber(redis.call('HGET', st, 'bloom_layer') or 0)
 local fill = tonumber(redis.call('HGET', st, 'bloom_fill') or 0)
-local admitted, rejected = 0, 0
+local admitted, rejected, over_host, over_query, over_budget, reprio = 0, 0, 0, 0, 0, 0
 local flags = {}
 local args = {}
 
 -- Fill args with BITFIELD ops for one layer; returns the number of array slots used.
 local function ops(l, op, bh, ih)
-  local base = (bh % blocks[l]) * 512
+  local b0 = (bh % blocks[l]) * 512
   local start = ih % 512
   local step = (math.floor(ih / 512) % 256) * 2 + 1
   local j = 0
   for i = 0, ks[l] - 1 do
-    args[j + 1] = op; args[j + 2] = 'u1'; args[j + 3] = base + (start + i * step) % 512
+    args[j + 1] = op; args[j + 2] = 'u1'; args[j + 3] = b0 + (start + i * step) % 512
     if op == 'SET' then args[j + 4] = 1; j = j + 4 else j = j + 3 end
   end
   return j
 end
 
-local i = 4 + 3 * nspec
+local function all_set(bits, k)
+  for b = 1, k do if bits[b] == 0 then return false end end
+  return true
+end
+
+-- Is the URL in the Bloom filter? With set=true the newest layer is test-and-set.
+local function seen_test(bh, ih, set)
+  for l = 0, layer - 1 do
+    local j = ops(l, 'GET', bh, ih)
+    if all_set(redis.call('BITFIELD', prefix .. 'b' .. l, unpack(args, 1, j)), ks[l]) then
+      return true
+    end
+  end
+  local j = ops(layer, set and 'SET' or 'GET', bh, ih)
+  return all_set(redis.call('BITFIELD', prefix .. 'b' .. layer, unpack(args, 1, j)), ks[layer])
+end
+
+-- The host may be fetched: make sure it waits in the time heap r or, for priority queues,
+-- sits in the due heap pr with its best URL's score.
+local function wake(host, q, score)
+  if redis.call('HEXISTS', hb, host) == 1 then return end
+  if mode ~= 'l' and redis.call('ZSCORE', pr, host) then
+    redis.call('ZADD', pr, 'LT', score, host)
+    return
+  end
+  local nxt = tonumber(redis.call('HGET', hn, host) or now)
+  if nxt < now then nxt = now end
+  redis.call('ZADD', ready, 'NX', nxt, host)
+end
+
+local i = base + 1 + 3 * nspec
 local n = #ARGV
 while i <= n do
   local host, entry = ARGV[i], ARGV[i + 1]
   local bh, ih = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  -- Older layers are only read; the newest is test-and-set in the same command.
-  local seen = false
-  for l = 0, layer - 1 do
-    local j = ops(l, 'GET', bh, ih)
-    local bits = redis.call('BITFIELD', prefix .. 'b' .. l, unpack(args, 1, j))
-    local all = true
-    for b = 1, ks[l] do if bits[b] == 0 then all = false; break end end
-    if all then seen = true; break end
+  local prio = tonumber(ARGV[i + 4])
+  local bi = tonumber(ARGV[i + 5])
+  local url
+  if mode ~= 'l' or query_cap > 0 then
+    url = string.sub(entry, string.find(entry, ' ', 1, true) + 1)
+  end
+  -- A URL over its domain's budget is tested without setting its bits.
+  local capped = bi and budget[bi] - spent[bi] <= 0
+  local seen = seen_test(bh, ih, not capped)
+  local why, qkey = nil, nil
+  if seen then
+    why = 'seen'
+    if mode == 'a' and prio ~= 0 then
+      local q = prefix .. 'q:' .. host
+      local score = redis.call('ZADD', q, 'XX', 'INCR', -prio, url)
+      if score then
+        reprio = reprio + 1
+        if redis.call('ZSCORE', pr, host) then redis.call('ZADD', pr, 'LT', score, host) end
+      end
+    end
+  elseif capped then
+    why = 'budget'
+    over_budget = over_budget + 1
+  else
+    if query_cap > 0 then
+      local qm = string.find(url, '?', 1, true)
+      qkey = qm and host .. string.sub(url, 1, qm - 1)
+    end
+    if host_cap > 0 and tonumber(redis.call('HGET', prefix .. 'hc', host) or 0) >= host_cap then
+      why = 'host'
+      over_host = over_host + 1
+    elseif qkey and tonumber(redis.call('HGET', prefix .. 'qv', qkey) or 0) >= query_cap then
+      why = 'query'
+      over_query = over_query + 1
+    end
   end
   if not seen then
-    local j = ops(layer, 'SET', bh, ih)
-    local old = redis.call('BITFIELD', prefix .. 'b' .. layer, unpack(args, 1, j))
-    seen = true
-    for b = 1, ks[layer] do if old[b] == 0 then seen = false; break end end
+    -- Counted even when a cap refuses the URL: its bits are set, it is not coming back.
+    if not capped then
+      fill = fill + 1
+      if fill >= caps[layer] and layer + 1 < nspec then layer = layer + 1; fill = 0 end
+    end
   end
-  if seen then
+  if why then
     rejected = rejected + 1
     flags[#flags + 1] = '0'
   else
     admitted = admitted + 1
     flags[#flags + 1] = '1'
-    fill = fill + 1
-    if fill >= caps[layer] and layer + 1 < nspec then layer = layer + 1; fill = 0 end
-    redis.call('RPUSH', prefix .. 'q:' .. host, entry)
-    if redis.call('HEXISTS', hb, host) == 0 then
-      local nxt = tonumber(redis.call('HGET', hn, host) or now)
-      if nxt < now then nxt = now end
-      redis.call('ZADD', ready, 'NX', nxt, host)
+    if bi then spent[bi] = spent[bi] + 1 end
+    if host_cap > 0 then redis.call('HINCRBY', prefix .. 'hc', host, 1) end
+    if qkey then redis.call('HINCRBY', prefix .. 'qv', qkey, 1) end
+    local q = prefix .. 'q:' .. host
+    if mode == 'l' then
+      redis.call('RPUSH', q, entry)
+      wake(host, q, 0)
+    else
+      local head = string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
+      redis.call('ZADD', q, -prio, url)
+      redis.call('HSET', prefix .. 'qe', url, head)
+      wake(host, q, -prio)
     end
   end
-  i = i + 4
+  i = i + 6
 end
 if admitted > 0 then
   redis.call('HINCRBY', st, 'admitted', admitted)
   redis.call('HINCRBY', st, 'queued', admitted)
+end
+if admitted + over_host + over_query > 0 then
   redis.call('HSET', st, 'bloom_layer', layer, 'bloom_fill', fill)
 end
-if rejected > 0 then redis.call('HINCRBY', st, 'seen_rejected', rejected) end
-return {admitted, rejected, table.concat(flags)}
+local seen_n = rejected - over_host - over_query - over_budget
+if seen_n > 0 then redis.call('HINCRBY', st, 'seen_rejected', seen_n) end
+if over_host > 0 then redis.call('HINCRBY', st, 'over_host_cap', over_host) end
+if over_query > 0 then redis.call('HINCRBY', st, 'trap_query_variants', over_query) end
+if over_budget > 0 then redis.call('HINCRBY', st, 'over_domain_budget', over_budget) end
+if reprio > 0 then redis.call('HINCRBY', st, 'reprioritized', reprio) end
+local out = {admitted, rejected, table.concat(flags), over_host, over_query, over_budget, reprio}
+for b = 1, nbud do out[#out + 1] = spent[b] end
+return out

@@ -2,17 +2,20 @@
 -- put an entry back on the host queue (retry: tail; robots fetched first / deferred: head),
 -- and count the outcome.
 -- KEYS[1] = <prefix>r
--- ARGV: prefix, then per lease: lease, host, next_allowed, outcome, requeue_entry, where
---   where = 'h' (head) or 't' (tail); requeue_entry '' = none.
+-- ARGV: prefix, mode ('l' FIFO lists, else priority ZSETs), then per lease: lease, host,
+--   next_allowed, outcome, requeue_entry, where, score; where = 'h' (head) or 't' (tail),
+--   requeue_entry '' = none; score = the entry's priority score (ZSET queues only: a
+--   priority queue has no head or tail, the entry goes back with its own score).
 -- A lease that is no longer current (it expired and was re-queued by reap) is stale: nothing
 -- is changed except the 'stale' counter, so an old owner can never release a host twice.
 -- Returns the number of stale leases.
 local prefix = ARGV[1]
+local mode = ARGV[2]
 local ready = KEYS[1]
 local st = prefix .. 's'
 local hb = prefix .. 'hb'
 local stale = 0
-local i = 2
+local i = 3
 while i <= #ARGV do
   local lease, host = ARGV[i], ARGV[i + 1]
   local nxt = tonumber(ARGV[i + 2])
@@ -24,16 +27,25 @@ while i <= #ARGV do
     redis.call('HSET', prefix .. 'hn', host, nxt)
     redis.call('HINCRBY', st, 'inflight', -1)
     local q = prefix .. 'q:' .. host
+    local left
     if requeue ~= '' then
-      if where == 'h' then redis.call('LPUSH', q, requeue) else redis.call('RPUSH', q, requeue) end
+      if mode == 'l' then
+        if where == 'h' then redis.call('LPUSH', q, requeue) else redis.call('RPUSH', q, requeue) end
+      else
+        local sp = string.find(requeue, ' ', 1, true)
+        local url = string.sub(requeue, sp + 1)
+        redis.call('ZADD', q, tonumber(ARGV[i + 6]) or 0, url)
+        redis.call('HSET', prefix .. 'qe', url, string.sub(requeue, 1, sp - 1))
+      end
       redis.call('HINCRBY', st, 'queued', 1)
     end
     if outcome ~= '' then redis.call('HINCRBY', st, outcome, 1) end
-    if redis.call('LLEN', q) > 0 then redis.call('ZADD', ready, nxt, host) end
+    if mode == 'l' then left = redis.call('LLEN', q) else left = redis.call('ZCARD', q) end
+    if left > 0 then redis.call('ZADD', ready, nxt, host) end
   else
     stale = stale + 1
   end
-  i = i + 6
+  i = i + 7
 end
 if stale > 0 then redis.call('HINCRBY', st, 'stale', stale) end
 return stale

@@ -1,11 +1,13 @@
--- Return expired leases of one partition to the head of their host queues.
+-- Return expired leases of one partition to their host queues (the head of a FIFO list; a
+-- priority queue with the lease's own score).
 -- KEYS[1] = <prefix>r
--- ARGV: prefix, now, max_n, owner ("member|token" or '' when not fenced)
--- Returns the number of leases re-queued, or -2 when the caller no longer owns the partition. No URL is lost: a lease's entry goes back before the
--- lease is deleted, in one atomic script.
+-- ARGV: prefix, now, max_n, owner ("member|token" or '' when not fenced), mode
+-- Returns the number of leases re-queued, or -2 when the caller no longer owns the partition.
+-- No URL is lost: a lease's entry goes back before the lease is deleted, in one atomic script.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local max_n = tonumber(ARGV[3])
+local mode = ARGV[5]
 local ready = KEYS[1]
 if ARGV[4] ~= '' and redis.call('GET', prefix .. 'own') ~= ARGV[4] then return -2 end
 local st = prefix .. 's'
@@ -15,11 +17,23 @@ for _, lease in ipairs(expired) do
   redis.call('ZREM', prefix .. 'D', lease)
   redis.call('HDEL', prefix .. 'L', lease)
   if payload then
+    -- payload = host \t entry [\t score]; URLs never hold a tab (canonicalization drops them)
     local tab = string.find(payload, '\t', 1, true)
     local host = string.sub(payload, 1, tab - 1)
-    local entry = string.sub(payload, tab + 1)
+    local rest = string.sub(payload, tab + 1)
+    local tab2 = string.find(rest, '\t', 1, true)
+    local entry, score = rest, 0
+    if tab2 then entry = string.sub(rest, 1, tab2 - 1); score = tonumber(string.sub(rest, tab2 + 1)) or 0 end
     if redis.call('HGET', prefix .. 'hb', host) == lease then redis.call('HDEL', prefix .. 'hb', host) end
-    redis.call('LPUSH', prefix .. 'q:' .. host, entry)
+    local q = prefix .. 'q:' .. host
+    if mode == 'l' then
+      redis.call('LPUSH', q, entry)
+    else
+      local sp = string.find(entry, ' ', 1, true)
+      local url = string.sub(entry, sp + 1)
+      redis.call('ZADD', q, score, url)
+      redis.call('HSET', prefix .. 'qe', url, string.sub(entry, 1, sp - 1))
+    end
     local nxt = tonumber(redis.call('HGET', prefix .. 'hn', host) or now)
     if nxt < now then nxt = now end
     redis.call('ZADD', ready, nxt, host)
