@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from frontier.urls import InvalidURL, canonicalize, finish_href, host_of
+from frontier.config import CrawlConfig
+from frontier.urls import InvalidURL, ParamStripper, canonicalize, finish_href, host_of
 
 VECTORS = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
 CASES = VECTORS / "url_canonicalization_cases.json"
@@ -202,3 +203,39 @@ def test_host_of() -> None:
     assert host_of("http://[::1]:8080/") == "[::1]:8080"
     assert host_of("http://example.com") == "example.com"
     assert host_of(canonicalize("HTTP://Example.COM.:80/x")) == "example.com"
+
+
+# --- session-id stripping (rule 7) -------------------------------------------------------------
+
+SESSION = ParamStripper(CrawlConfig().session_id_params)
+
+
+@pytest.mark.parametrize("url,expected", [
+    ("http://e.com/a;jsessionid=ABC123?x=1", "http://e.com/a?x=1"),
+    ("http://e.com/a;JSESSIONID=ABC123", "http://e.com/a"),
+    ("http://e.com/a;jsessionid=1/b;type=a", "http://e.com/a/b;type=a"),  # others kept
+    ("http://e.com/p?b=2&PHPSESSID=abc&a=1", "http://e.com/p?b=2&a=1"),    # order kept
+    ("http://e.com/p?sid=1", "http://e.com/p"),                            # no bare "?"
+    ("http://e.com/p?sidebar=1&sid", "http://e.com/p?sidebar=1"),          # whole keys only
+    ("http://e.com/p?%73id=3&x", "http://e.com/p?x"),                      # after rule 4
+    ("http://e.com/p?oscsid=z&q=a%20b&&r", "http://e.com/p?q=a%20b&&r"),   # rest exact
+    ("http://e.com/p?q=sid%3D1&ref=sid", "http://e.com/p?q=sid%3D1&ref=sid"),  # values kept
+    ("http://e.com/p?x=1#sid=2", "http://e.com/p?x=1"),
+    ("http://e.com/plain/path", "http://e.com/plain/path"),
+    ("http://e.com/p?CFID=1&CFTOKEN=2&id=7", "http://e.com/p?id=7"),
+])
+def test_session_ids_stripped(url: str, expected: str) -> None:
+    assert canonicalize(url, strip=SESSION) == expected
+
+
+def test_session_ids_kept_without_stripper() -> None:
+    url = "http://e.com/a;jsessionid=ABC?PHPSESSID=x&y=1"
+    assert canonicalize(url) == url
+    assert canonicalize(url, strip=ParamStripper([])) == url
+    assert canonicalize("?sid=1&p=2", "https://e.com/x", strip=SESSION) == "https://e.com/x?p=2"
+
+
+def test_session_stripper_names_are_case_insensitive() -> None:
+    s = ParamStripper(["Token"])
+    assert s.names == frozenset({"token"})
+    assert canonicalize("http://e.com/?TOKEN=1&tokenx=2", strip=s) == "http://e.com/?tokenx=2"
