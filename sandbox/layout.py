@@ -51,10 +51,10 @@ class Zipf:
     preferential-attachment graph, but computable per page without building the whole graph."""
 
     def __init__(self, n: int, alpha: float = 1.0) -> None:
-        self._cum = list(itertools.accumulate(1.0 / (r + 1) ** alpha for r in range(n)))
+        self.cum = list(itertools.accumulate(1.0 / (r + 1) ** alpha for r in range(n)))
 
     def draw(self, rng: random.Random) -> int:
-        return bisect_right(self._cum, rng.random() * self._cum[-1])
+        return bisect_right(self.cum, rng.random() * self.cum[-1])
 
 
 def ip_address(index: int) -> str:
@@ -82,6 +82,7 @@ class Layout:
         rng.shuffle(self.popularity)
         self.host_zipf = Zipf(config.hosts)
         self.page_zipf = Zipf(config.pages_per_host)
+        self._rank_cache: dict[str, list[int]] = {}
 
         self.robots: dict[str, RobotsKind] = self._assign_robots(rng)
         self.hang_host = next(h for h, k in self.robots.items() if k is RobotsKind.HANG)
@@ -96,6 +97,9 @@ class Layout:
         self.specials: dict[tuple[str, str], Special] = {}
         #: Page (host, id) → extra targets (host, path) it must link to, so specials are reachable.
         self.extra_links: dict[tuple[str, int], list[tuple[str, str]]] = {}
+        #: Page → absolute targets appended to its footer without drawing random numbers, so
+        #: the page's other links stay the same (the links into trap hosts).
+        self.footer_links: dict[tuple[str, int], list[tuple[str, str]]] = {}
         self._place_specials(rng, allow[3:] or allow)
         self.slow_pages, self.meta_nofollow, self.meta_noindex, self.header_nofollow = (
             self._flag_pages(rng)
@@ -212,19 +216,22 @@ class Layout:
     def popular_page(self, host: str, rng: random.Random) -> int:
         """Page rank 0 is the home page; other ranks map to ids through a per-host permutation."""
         rank = self.page_zipf.draw(rng)
-        return self._page_rank(host)[rank]
+        return self.page_ranks(host)[rank]
 
-    def _page_rank(self, host: str) -> list[int]:
-        cache = self.__dict__.setdefault("_rank_cache", {})
-        ranks = cache.get(host)
+    def page_ranks(self, host: str) -> list[int]:
+        """Popularity rank → page id on ``host`` (rank 0 is the home page)."""
+        ranks = self._rank_cache.get(host)
         if ranks is None:
             rest = list(range(1, self.config.pages_per_host))
             rng_for(self.config.seed, "rank", host).shuffle(rest)
-            ranks = cache[host] = [0, *rest]
+            ranks = self._rank_cache[host] = [0, *rest]
         return ranks
 
     def resources(self, host: str) -> list[tuple[str, str]]:
         """(path, content type) of the non-HTML resources every host serves."""
-        return [(f"/files/doc-{k}.pdf", "application/pdf") for k in range(N_PDF)] + [
-            (f"/img/pic-{k}.png", "image/png") for k in range(N_PNG)
-        ]
+        return list(_RESOURCES)
+
+
+_RESOURCES = [(f"/files/doc-{k}.pdf", "application/pdf") for k in range(N_PDF)] + [
+    (f"/img/pic-{k}.png", "image/png") for k in range(N_PNG)
+]
