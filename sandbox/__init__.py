@@ -7,9 +7,12 @@ from .layout import Special, SpecialKind
 from .requestlog import LogEntry, read_log
 from .robots import ROBOTS_PARSE_LIMIT, RobotsKind
 from .site import Reply, SandboxSite, canonical_url
+from .traps import FARM_LISTED, TRAP_KINDS
 
 __all__ = [
+    "FARM_LISTED",
     "ROBOTS_PARSE_LIMIT",
+    "TRAP_KINDS",
     "Link",
     "LogEntry",
     "PageSpec",

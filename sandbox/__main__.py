@@ -1,12 +1,19 @@
-"""``python -m sandbox``: serve a sandbox web; print one JSON line once listening."""
+"""``python -m sandbox``: serve a sandbox web; print one JSON line once listening.
+
+``--pagerank-out FILE`` writes the web's PageRank (sandbox/pagerank.py) as JSON before that line
+(URLs carry the port, so it is computed once the port is known); with ``--no-serve`` it is
+written for ``--port`` and the program exits without serving.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
+from pathlib import Path
 
 from .config import SandboxConfig
 from .requestlog import RequestLog
@@ -25,17 +32,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--robots-slow", type=float, default=d.robots_slow_s, dest="robots_slow_s")
     p.add_argument("--slow-page", type=float, default=d.slow_page_s, dest="slow_page_s")
     p.add_argument("--hang", type=float, default=d.hang_s, dest="hang_s")
-    p.add_argument("--log", required=True, help="request log file (JSONL, appended)")
+    p.add_argument("--log", help="request log file (JSONL, appended); required unless --no-serve")
     p.add_argument("--port", type=int, default=0, help="0: pick a free port")
     p.add_argument("--duplicates", action="store_true",
                    help="add exact/near-duplicate pages and mirror hosts (sandbox/duplicates.py)")
-    return p.parse_args(argv)
+    p.add_argument("--traps", action="store_true",
+                   help="add spider-trap hosts (sandbox/traps.py)")
+    p.add_argument("--pagerank-out", metavar="FILE",
+                   help="write the PageRank ground truth (JSON: scores by URL, best first)")
+    p.add_argument("--no-serve", action="store_true",
+                   help="only write --pagerank-out for --port (which must be given), then exit")
+    a = p.parse_args(argv)
+    if a.no_serve and not (a.pagerank_out and a.port):
+        p.error("--no-serve needs --pagerank-out and a --port other than 0")
+    if not a.no_serve and not a.log:
+        p.error("the following arguments are required: --log")
+    return a
 
 
 def config_from_args(a: argparse.Namespace) -> SandboxConfig:
     return SandboxConfig(seed=a.seed, hosts=a.hosts, pages_per_host=a.pages_per_host, ips=a.ips,
                          crawl_delay_s=a.crawl_delay_s, robots_slow_s=a.robots_slow_s,
-                         slow_page_s=a.slow_page_s, hang_s=a.hang_s, duplicates=a.duplicates)
+                         slow_page_s=a.slow_page_s, hang_s=a.hang_s, duplicates=a.duplicates,
+                         traps=a.traps)
+
+
+def write_pagerank(site: SandboxSite, path: str) -> None:
+    """The PageRank JSON of ``site``, written atomically (a reader never sees half a file)."""
+    doc = {"port": site.port, "config": site.config.to_dict(), "seeds": site.seeds(),
+           **site.pagerank_result().to_json()}
+    tmp = Path(path).with_name(Path(path).name + ".tmp")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def ready_line(site: SandboxSite, args: argparse.Namespace) -> dict[str, object]:
+    info: dict[str, object] = {"port": site.port, "resolver_map": site.resolver_map(),
+                               "seeds": site.seeds(), "log": args.log}
+    rule = site.farm_rule()
+    if rule is not None:
+        info["traps"] = {"hosts": site.trap_hosts(), "domains": site.trap_domains(),
+                         "farm_suffix": rule[0], "farm_ip": rule[1]}
+    if args.pagerank_out:
+        info["pagerank_out"] = args.pagerank_out
+    return info
 
 
 async def amain(args: argparse.Namespace) -> None:
@@ -45,6 +85,8 @@ async def amain(args: argparse.Namespace) -> None:
     socks = bind_all(ips, args.port)
     port = socks[0].getsockname()[1]
     site = SandboxSite(config, port)
+    if args.pagerank_out:
+        write_pagerank(site, args.pagerank_out)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -55,13 +97,16 @@ async def amain(args: argparse.Namespace) -> None:
                        return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         await task  # startup failed: raise its error
-    print(json.dumps({"port": port, "resolver_map": site.resolver_map(), "seeds": site.seeds(),
-                      "log": args.log}), flush=True)
+    print(json.dumps(ready_line(site, args)), flush=True)
     await task
 
 
 def main(argv: list[str] | None = None) -> int:
-    asyncio.run(amain(parse_args(argv)))
+    args = parse_args(argv)
+    if args.no_serve:
+        write_pagerank(SandboxSite(config_from_args(args), args.port), args.pagerank_out)
+        return 0
+    asyncio.run(amain(args))
     return 0
 
 

@@ -31,6 +31,9 @@ class SandboxConfig:
     #: Serve labelled duplicates (sandbox/duplicates.py). Off: the web is byte-identical to
     #: the one without this option.
     duplicates: bool = False
+    #: Serve spider-trap hosts (sandbox/traps.py), each linked from a few normal pages. Off:
+    #: the web is byte-identical to the one without this option.
+    traps: bool = False
 
     def __post_init__(self) -> None:
         if self.hosts < 12:

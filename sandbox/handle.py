@@ -25,9 +25,12 @@ class SandboxWeb:
     """``with SandboxWeb(config, log_path) as web:`` → a running server; stopped on exit."""
 
     def __init__(self, config: SandboxConfig, log_path: str | Path, *, port: int = 0,
-                 start_timeout_s: float = 30.0) -> None:
+                 start_timeout_s: float = 30.0, pagerank_out: str | Path | None = None) -> None:
+        """``pagerank_out``: the server writes the PageRank JSON there before it reports
+        ready, which takes seconds (about 8 s for 200 x 100 pages): raise start_timeout_s."""
         self.config = config
         self.log_path = Path(log_path)
+        self.pagerank_out = Path(pagerank_out) if pagerank_out is not None else None
         self._port_arg = port
         self._start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
@@ -35,6 +38,8 @@ class SandboxWeb:
         self.port = 0
         self.resolver_map: dict[str, str] = {}
         self.seeds: list[str] = []
+        #: With traps: hosts, domains, farm_suffix and farm_ip (sandbox/traps.py); else {}.
+        self.traps: dict[str, object] = {}
         self.site: SandboxSite | None = None
 
     @property
@@ -49,7 +54,9 @@ class SandboxWeb:
                 "--crawl-delay", str(c.crawl_delay_s), "--robots-slow", str(c.robots_slow_s),
                 "--slow-page", str(c.slow_page_s), "--hang", str(c.hang_s),
                 "--log", str(self.log_path), "--port", str(self._port_arg),
-                *(["--duplicates"] if c.duplicates else [])]
+                *(["--duplicates"] if c.duplicates else []),
+                *(["--traps"] if c.traps else []),
+                *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 
     def _stderr_text(self) -> str:
         self._stderr.seek(0)
@@ -84,6 +91,7 @@ class SandboxWeb:
         self.port = int(info["port"])
         self.resolver_map = dict(info["resolver_map"])
         self.seeds = list(info["seeds"])
+        self.traps = dict(info.get("traps", {}))
         self.site = SandboxSite(self.config, self.port)
         return self
 

@@ -6,6 +6,7 @@ import hashlib
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from email.utils import formatdate
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from .config import SandboxConfig
@@ -16,6 +17,10 @@ from .pages import render_page, small_html
 from .resources import CSS, pdf_bytes, png_bytes
 from .robots import REAL_ROBOTS_PATH, RobotsKind, RobotsRules, robots_reply
 from .text import Vocabulary
+from .traps import Traps
+
+if TYPE_CHECKING:
+    from .pagerank import PageRankResult
 
 _REDIRECT_STATUS = {
     SpecialKind.MOVED: 301,
@@ -62,6 +67,12 @@ class SandboxSite:
         self.builder = PageBuilder(self.layout, self.vocab, port)
         self._cache: OrderedDict[tuple[str, str], Reply] = OrderedDict()
         self.dups = Duplicates(self.layout, self.vocab, port) if config.duplicates else None
+        self.traps: Traps | None = None
+        if config.traps:  # entry links go on pages of hosts that are no mirror or mirrored
+            mirrors = self.dups.mirrors if self.dups is not None else {}
+            self.traps = Traps(self.layout, self.vocab, port,
+                               frozenset(mirrors) | frozenset(mirrors.values()))
+        self._pagerank: PageRankResult | None = None
 
     # -- listings -------------------------------------------------------------------------
     @property
@@ -73,8 +84,11 @@ class SandboxSite:
         return self.layout.hang_host
 
     def resolver_map(self) -> dict[str, str]:
-        """Host name → loopback IP, in host-name order."""
-        return {h: self.layout.ip_of[h] for h in self.layout.hosts}
+        """Host name → loopback IP, in host-name order (then the trap hosts, if any)."""
+        out = {h: self.layout.ip_of[h] for h in self.layout.hosts}
+        if self.traps is not None:
+            out.update(self.traps.resolver_map())
+        return out
 
     def url(self, host: str, path: str) -> str:
         return f"http://{host}:{self.port}{path}"
@@ -96,7 +110,9 @@ class SandboxSite:
                 if kind is None or s.kind is kind]
 
     def page_urls(self) -> list[str]:
-        return [self.url(h, p) for h in self.layout.hosts for p in self.layout.paths[h]]
+        """Every generated HTML page (with traps: also the session and soft404 hosts' pages)."""
+        out = [self.url(h, p) for h in self.layout.hosts for p in self.layout.paths[h]]
+        return out + self.traps.legit_urls() if self.traps is not None else out
 
     def resource_urls(self) -> list[str]:
         return [self.url(h, p) for h in self.layout.hosts for p, _ in self.layout.resources(h)]
@@ -145,6 +161,8 @@ class SandboxSite:
         """The generated page behind an absolute URL, or None if it is not an HTML page."""
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
+        if self.traps is not None and self.traps.owns(host):
+            return self.traps.spec(host, parts.path or "/", parts.query)
         if self.dups is not None:
             fam = self.dups.family_page(host, parts.path or "/")
             if fam is not None:
@@ -175,7 +193,7 @@ class SandboxSite:
             self._cache.move_to_end(key)
             return reply
         reply = self._respond(host, target)
-        if reply.status == 200 and reply.first_status is None:
+        if reply.status == 200 and reply.first_status is None and reply.kind != "trap":
             self._cache[key] = reply
             if len(self._cache) > self.config.page_cache:
                 self._cache.popitem(last=False)
@@ -185,6 +203,8 @@ class SandboxSite:
         path, _, query = target.partition("?")
         lay = self.layout
         if host not in lay.host_index:
+            if self.traps is not None and self.traps.owns(host):
+                return self._trap_reply(host, target)
             return Reply(404, small_html("Unknown host", host), "text/html", "not_found")
         reply = self._respond_known(host, path, query)
         if host == lay.hang_host:
@@ -231,6 +251,12 @@ class SandboxSite:
                          *self._validators(host, path, CSS))
         return Reply(404, small_html("404 Not Found", path), "text/html", "not_found")
 
+    def _trap_reply(self, host: str, target: str) -> Reply:
+        assert self.traps is not None
+        a = self.traps.respond(host, target)
+        validators = self._validators(host, target, a.body) if a.kind == "page" else (None, None)
+        return Reply(a.status, a.body, a.content_type, a.kind, a.headers, 0.0, *validators)
+
     def _render(self, host: str, page_id: int, query: str) -> tuple[PageSpec, bytes]:
         source = self.dups.mirror_source(host) if self.dups is not None else None
         if source is None:
@@ -261,15 +287,21 @@ class SandboxSite:
     # -- oracle -----------------------------------------------------------------------------
     def robots_rules(self, host: str) -> RobotsRules:
         cfg = self.config
-        kind = self.layout.robots[host]
+        if self.traps is not None and self.traps.owns(host):
+            kind = RobotsKind.ALLOW_ALL  # what every trap host's robots.txt says
+        else:
+            kind = self.layout.robots[host]
         if kind is RobotsKind.REDIRECT:
             kind = RobotsKind.DISALLOW  # what /robots-real.txt says
         return RobotsRules(kind, cfg.crawl_delay_s, cfg.oversized_robots_bytes)
 
-    def kind_of(self, host: str, path: str) -> str:
-        """The oracle kind of a path, without rendering anything (kept equal to respond().kind)."""
+    def kind_of(self, host: str, path: str, query: str = "") -> str:
+        """The oracle kind of a path, without rendering anything (kept equal to respond().kind;
+        the query matters on trap hosts only)."""
         lay = self.layout
         if host not in lay.host_index:
+            if self.traps is not None and self.traps.owns(host):
+                return self.traps.kind_of(host, path, query)
             return "not_found"
         if host == lay.hang_host:
             return "timeout"
@@ -295,11 +327,14 @@ class SandboxSite:
         loc = dict(reply.headers).get("Location")
         return canonical_url(urljoin(url, loc)) if loc and 300 <= reply.status < 400 else None
 
-    def expected_fetches(self, seeds: list[str], user_agent_token: str = "trawl") -> dict[str, str]:
+    def expected_fetches(self, seeds: list[str], user_agent_token: str = "trawl",
+                         links: dict[str, list[str]] | None = None) -> dict[str, str]:
         """Every canonical URL a correct polite crawler starting at ``seeds`` must request.
 
         Values: page, resource, redirect, not_found, error, flaky (503 then 200), robots,
         timeout (the hanging host's robots.txt; its pages are then disallowed, RFC 9309 §2.3.1.4).
+        Trap spaces (``trap_kind``) are never entered. ``links``, if given, receives each
+        fetched page's outlinks and each redirect's target (the graph PageRank runs on).
         """
         out: dict[str, str] = {}
         rules: dict[str, RobotsRules] = {}
@@ -312,22 +347,77 @@ class SandboxSite:
             seen.add(url)
             parts = urlsplit(url)
             host = parts.hostname or ""
-            if parts.scheme != "http" or parts.port != self.port or host not in self.layout.ip_of:
+            if parts.scheme != "http" or parts.port != self.port or self.resolve(host) is None:
+                continue
+            if self.traps is not None and self.traps.trap_kind(url) is not None:
                 continue
             if host not in rules:
                 rules[host] = self.robots_rules(host)
-                kind = self.layout.robots[host]
+                kind = self.layout.robots.get(host, RobotsKind.ALLOW_ALL)
                 robots_url = self.url(host, "/robots.txt")
                 out[robots_url] = "timeout" if kind is RobotsKind.HANG else "robots"
                 if kind is RobotsKind.REDIRECT:
                     out[self.url(host, REAL_ROBOTS_PATH)] = "robots"
             if url in out or not rules[host].allowed(url, user_agent_token):
                 continue
-            kind = out[url] = self.kind_of(host, parts.path)
+            kind = out[url] = self.kind_of(host, parts.path, parts.query)
             if kind == "page":
-                queue.extend(self.outlinks(url))
+                outs = self.outlinks(url)
+                queue.extend(outs)
+                if links is not None:
+                    links[url] = outs
             elif kind == "redirect":
                 nxt = self.redirect_target(url)
                 if nxt:
                     queue.append(nxt)
+                    if links is not None:
+                        links[url] = [nxt]
         return out
+
+    # -- traps ------------------------------------------------------------------------------
+    def trap_kind(self, url: str) -> str | None:
+        """Which trap space an absolute URL belongs to (sandbox/traps.py), None if normal."""
+        return self.traps.trap_kind(url) if self.traps is not None else None
+
+    def trap_hosts(self) -> dict[str, str]:
+        """Trap kind → its host (the farm: its entry subdomain); {} without traps."""
+        return dict(self.traps.hosts) if self.traps is not None else {}
+
+    def trap_domains(self) -> dict[str, str]:
+        """Trap kind → its registered domain; {} without traps."""
+        return dict(self.traps.domains) if self.traps is not None else {}
+
+    def trap_entries(self) -> list[tuple[str, str, str]]:
+        """(kind, normal page URL, trap URL) of each link into a trap host; [] without traps."""
+        return list(self.traps.entries) if self.traps is not None else []
+
+    def farm_rule(self) -> tuple[str, str] | None:
+        """(suffix, IP): every ``s<N>`` + suffix host is served on IP; None without traps."""
+        return (self.traps.farm_suffix, self.traps.ips["farm"]) if self.traps else None
+
+    def resolve(self, host: str) -> str | None:
+        """IP of any host of this web: the resolver map plus the farm's suffix rule."""
+        ip = self.layout.ip_of.get(host)
+        if ip is None and self.traps is not None:
+            ip = self.traps.resolve(host)
+        return ip
+
+    # -- PageRank ---------------------------------------------------------------------------
+    def pagerank_result(self) -> PageRankResult:
+        """PageRank over what a correct crawler from ``seeds()`` fetches (sandbox/pagerank.py),
+        with its iteration count and timing; computed once per site."""
+        if self._pagerank is None:
+            from .pagerank import site_pagerank
+
+            self._pagerank = site_pagerank(self)
+        return self._pagerank
+
+    def pagerank(self) -> dict[str, float]:
+        """Canonical URL → PageRank score, best first; sums to 1."""
+        return dict(self.pagerank_result().scores)
+
+    def top_urls(self, fraction: float) -> list[str]:
+        """The ceil(fraction x N) URLs of highest PageRank, best first (ties by URL)."""
+        from .pagerank import top_urls
+
+        return top_urls(self.pagerank_result().scores, fraction)
