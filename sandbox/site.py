@@ -193,7 +193,9 @@ class SandboxSite:
             self._cache.move_to_end(key)
             return reply
         reply = self._respond(host, target)
-        if reply.status == 200 and reply.first_status is None and reply.kind != "trap":
+        if reply.status == 200 and reply.first_status is None and not (
+            self.traps is not None and self.traps.owns(host)  # cheap, endless: never cached
+        ):
             self._cache[key] = reply
             if len(self._cache) > self.config.page_cache:
                 self._cache.popitem(last=False)
