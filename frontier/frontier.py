@@ -33,6 +33,7 @@ COUNTERS = (
     "admitted", "seen_rejected", "queued", "inflight", "fetched", "failed", "robots_blocked",
     "out_of_scope", "redirects", "retries", "robots_fetches", "deferred", "requeued", "stale",
     "over_host_cap", "trap_query_variants", "over_domain_budget", "reprioritized",
+    "soft404_probes",
 )
 
 #: Host-queue mode of each ordering: FIFO lists, priority ZSETs, or ZSETs whose queued URLs
@@ -423,6 +424,13 @@ class Frontier:
 
     def robots_set(self, host: str, data: bytes, ttl_s: float) -> None:
         self.r.set(self.keys.robots(self.partition(host), host), data,
+                   px=max(1, int(ttl_s * 1000)))
+
+    def soft404_get(self, host: str) -> bytes | None:
+        return self.r.get(self.keys.soft404(self.partition(host), host))
+
+    def soft404_set(self, host: str, data: str, ttl_s: float) -> None:
+        self.r.set(self.keys.soft404(self.partition(host), host), data,
                    px=max(1, int(ttl_s * 1000)))
 
     # -- status -----------------------------------------------------------------------------------

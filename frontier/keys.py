@@ -50,6 +50,7 @@ class Keys:
           b        STRING Bloom filter bitmap (URL-seen)
           s        HASH counters (queued, inflight, admitted, fetched, ...)
           rb:<host> STRING serialized robots.txt policy, with a TTL
+          sp:<host> STRING the host's soft-404 probe (workers/soft404.py), with a TTL
         """
         return f"{self.ns}:{{{partition}}}:"
 
@@ -61,6 +62,9 @@ class Keys:
 
     def robots(self, partition: int, host: str) -> str:
         return self.prefix(partition) + "rb:" + host
+
+    def soft404(self, partition: int, host: str) -> str:
+        return self.prefix(partition) + "sp:" + host
 
     def host_queue(self, partition: int, host: str) -> str:
         return self.prefix(partition) + "q:" + host

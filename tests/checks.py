@@ -57,5 +57,10 @@ def short_gaps(entries: list[LogEntry], min_gap_s: dict[str, float],
     return bad
 
 
+#: Path prefix of the crawler's soft-404 probe (workers/soft404.py): one request per host,
+#: like robots.txt; politeness checks see it, completeness checks do not.
+PROBE_PREFIX = "/trawl-probe-"
+
+
 def fetch_counts(entries: list[LogEntry], port: int) -> Counter[str]:
-    return Counter(url_of(e, port) for e in entries)
+    return Counter(url_of(e, port) for e in entries if not e.path.startswith(PROBE_PREFIX))

@@ -22,9 +22,11 @@ from frontier.frontier import Frontier
 from frontier.keys import Keys
 from frontier.redisclient import client_from_url
 from frontier.scope import Scope
+from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
 from workers.dns import CachingResolver
 from workers.fetch import Fetcher
 from workers.robots import RobotsPolicy
+from workers.soft404 import Soft404Probe
 from workers.storage import RecordWriter, WarcWriter
 from workers.useragent import user_agent
 
@@ -41,6 +43,44 @@ def load_config(client: redis.Redis, namespace: str, url: str = "") -> CrawlConf
     if raw is None:
         raise ConfigError(E_NO_CRAWL.format(ns=namespace, url=url))
     return CrawlConfig.from_json(raw.decode())
+
+
+class Soft404Cache:
+    """Per-host soft-404 probes (workers/soft404.py): Redis, mirrored in the process."""
+
+    def __init__(self, frontier: Frontier, local_ttl_s: float = 60.0) -> None:
+        self.frontier = frontier
+        self.local_ttl_s = local_ttl_s
+        self._local: dict[str, tuple[float, Soft404Probe]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, host: str) -> Soft404Probe | None:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._local.get(host)
+        if hit and hit[0] > now:
+            return hit[1]
+        raw = self.frontier.soft404_get(host)
+        if raw is None:
+            return None
+        try:
+            probe = Soft404Probe.from_json(raw)
+        except (ValueError, KeyError):
+            log.warning("unreadable soft-404 probe cached for %s: probing again", host)
+            return None
+        if probe is not None:
+            self._remember(host, probe, self.local_ttl_s)
+        return probe
+
+    def put(self, probe: Soft404Probe, ttl_s: float) -> None:
+        self.frontier.soft404_set(probe.host, probe.to_json(), ttl_s)
+        self._remember(probe.host, probe, min(ttl_s, self.local_ttl_s))
+
+    def _remember(self, host: str, probe: Soft404Probe, ttl: float) -> None:
+        with self._lock:
+            if len(self._local) > 50_000:
+                self._local.clear()
+            self._local[host] = (time.monotonic() + ttl, probe)
 
 
 class RobotsCache:
@@ -87,7 +127,10 @@ class WorkerContext:
         self.config = load_config(self.client, namespace, redis_url)
         cfg = self.config
         self.frontier = Frontier(self.client, cfg)
-        self.scope = Scope(cfg.allowed_domains, cfg.max_depth)
+        self.scope = Scope.from_config(cfg)
+        self.strip = ParamStripper(cfg.session_id_params)
+        #: Canonical URLs longer than this are invalid links (0 = the canonicalizer's cap).
+        self.max_url_length = cfg.max_url_length or DEFAULT_MAX_LENGTH
         self.resolver = CachingResolver(ttl_s=cfg.dns_ttl_s, static=cfg.static_hosts,
                                         allow_private=cfg.allow_private_ips)
         self.user_agent = user_agent(cfg.user_agent_contact)
@@ -99,6 +142,7 @@ class WorkerContext:
             allow_private=cfg.allow_private_ips,
         )
         self.robots = RobotsCache(self.frontier)
+        self.soft404 = Soft404Cache(self.frontier)
         self.dedup = DedupService(self.client, cfg.namespace,
                                   DedupConfig(**{"enabled": cfg.dedup_enabled,
                                                  **cfg.dedup_settings}))

@@ -23,6 +23,7 @@ from workers.context import WorkerContext
 from workers.fetch import FetchResult
 from workers.parse import parse_html
 from workers.robots import RobotsPolicy, ttl_for
+from workers.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
 from workers.useragent import ROBOTS_TOKEN
 
 log = logging.getLogger(__name__)
@@ -43,10 +44,15 @@ class LeaseResult:
     record: dict[str, Any] | None = None
 
 
-def robots_url(url: str) -> str:
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of an absolute URL."""
     start = url.find("://") + 3
     end = url.find("/", start)
-    return (url if end < 0 else url[:end]) + "/robots.txt"
+    return url if end < 0 else url[:end]
+
+
+def robots_url(url: str) -> str:
+    return _origin(url) + "/robots.txt"
 
 
 def process_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
@@ -69,6 +75,9 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
         result = LeaseResult(Completion(lease, now, "robots_blocked"))
         result.record = _record(lease, "robots_blocked", now, ip, reason=policy.kind)
         return result
+    probe = ctx.soft404.get(host) if cfg.soft404_probe else None
+    if cfg.soft404_probe and probe is None:
+        return _probe_soft404(ctx, lease, ip, policy)
     res = ctx.fetcher.fetch(url, ip=ip)
     end = time.time()
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
@@ -81,7 +90,7 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
         return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
-    return _fetched(ctx, lease, res, end + delay)
+    return _fetched(ctx, lease, res, end + delay, probe)
 
 
 def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
@@ -100,6 +109,32 @@ def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResu
     result.counters[f"robots:{policy.kind}"] += 1
     if policy.reason and policy.kind in ("unparseable", "unavailable"):
         log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
+    return result
+
+
+def _probe_soft404(ctx: WorkerContext, lease: Lease, ip: str | None,
+                   policy: RobotsPolicy) -> LeaseResult:
+    """Once per host, like robots.txt: a polite fetch of a path no site has, to learn how the
+    host answers a missing page; the leased URL goes back to the head of its queue."""
+    cfg, url = ctx.config, lease.entry.url
+    origin = _origin(url)
+    target = probe_url(origin)
+    if not policy.allowed(target, ROBOTS_TOKEN):
+        # robots.txt keeps us out of the probe path: no probe, pages judged as they come.
+        ctx.soft404.put(Soft404Probe(lease.host, 0), cfg.robots_ttl_s)
+        return _process(ctx, lease, ip)
+    start = time.time()
+    probe = run_probe(ctx.fetcher, origin, ip, url=target)
+    end = time.time()
+    ctx.soft404.put(probe, cfg.robots_ttl_s if probe.status is not None
+                    else cfg.robots_error_ttl_s)
+    delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), end - start)
+    result = LeaseResult(Completion(lease, end + delay, "soft404_probes", requeue=lease.entry,
+                                    at_head=True))
+    result.counters["soft404_hosts" if probe.soft404_host else "soft404_clean_hosts"] += 1
+    if probe.soft404_host:
+        log.info("%s answers a missing path with 200 (soft 404): its pages are compared "
+                 "with that answer", lease.host)
     return result
 
 
@@ -122,7 +157,8 @@ def _fail_or_retry(ctx: WorkerContext, lease: Lease, ip: str | None, kind: str, 
 
 
 def _fetched(
-    ctx: WorkerContext, lease: Lease, res: FetchResult, next_allowed: float
+    ctx: WorkerContext, lease: Lease, res: FetchResult, next_allowed: float,
+    probe: Soft404Probe | None = None,
 ) -> LeaseResult:
     cfg, entry = ctx.config, lease.entry
     result = LeaseResult(Completion(lease, next_allowed, "fetched"))
@@ -148,14 +184,25 @@ def _fetched(
             log.info("parse problem on %s: %s", entry.url, page.error)
         found = len(page.links)
         depth = entry.depth + 1
-        if page.tree is not None:
+        soft404 = (probe is not None and probe.soft404_host and page.tree is not None
+                   and is_soft404(probe, signature_of(page.tree, entry.url)))
+        if soft404:
+            # The host's "not found" page under another name: recorded, not indexed as a
+            # document, and its links (the way into the endless space) not followed.
+            result.counters["soft404_pages"] += 1
+            result.counters["links_soft404_skipped"] += found
+            extra["soft404"] = True
+            dup = None
+        elif page.tree is not None:
             dup = ctx.dedup.check(entry.url, lease.host, page.tree)
             extra.update(record_fields(dup))
             if dup.kind in ("exact", "near"):
                 result.counters[f"dup_{dup.kind}"] += 1
         else:
             dup = None
-        if dup is not None and dup.skip_links:
+        if soft404:
+            pass
+        elif dup is not None and dup.skip_links:
             result.counters["links_dup_skipped"] += found
         elif not cfg.max_depth or ctx.scope.depth_allowed(depth):
             for link in page.links:
@@ -196,14 +243,15 @@ def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entr
               base: str | None = None) -> str | None:
     """Canonicalize and scope-check one link; queue it for admission. Returns the URL."""
     try:
-        url = canonicalize(href, base) if base else canonicalize(href)
+        url = canonicalize(href, base, max_length=ctx.max_url_length, strip=ctx.strip)
     except InvalidURL as exc:
         result.counters["links_invalid"] += 1
         log.debug("bad link %r: %s", href[:200], exc.reason)
         return None
     host = host_of(url)
-    if not ctx.scope.host_allowed(host):
-        result.counters["links_out_of_scope"] += 1
+    reason = ctx.scope.check(url, host, template.depth)
+    if reason:
+        result.counters[f"links_{reason}"] += 1
         return None
     result.links.append((host, url, Entry(url, template.depth, 0, template.hops)))
     return url

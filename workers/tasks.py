@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from frontier.frontier import Lease, ip_token
+from frontier.psl import registered_domain
 from workers.celery_app import app
 from workers.context import close_context, get_context
 from workers.pipeline import LeaseResult, process_lease
@@ -82,8 +83,10 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
         if total >= ctx.config.max_pages:
             counters["links_over_max_pages"] += len(links)
             links = {}
+    allowance = _domain_allowance(frontier, results) if links and frontier.budgets_on else None
     pipe = frontier.pipeline()
-    n_admit = len(frontier.queue_admit(pipe, links.values())) if links else 0
+    batch = frontier.queue_admit(pipe, links.values(), allowance=allowance,
+                                 domain_of=registered_domain)
     frontier.queue_complete(pipe, [r.completion for r, _ in results])
     ip_next = time.time() + ctx.config.ip_delay_s
     frontier.queue_ip_release(pipe, [
@@ -94,10 +97,28 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
         for name, amount in counters.items():
             pipe.command("hincrby", stats_key, name, amount)
     replies = pipe.execute()
-    if ctx.config.max_pages and n_admit:
-        admitted = frontier.admit_totals(replies[:n_admit]).admitted
-        if admitted:
-            ctx.client.incrby(frontier.keys.admitted_total, admitted)
+    if not batch:
+        return
+    totals = batch.totals(replies[:len(batch)])
+    if (ctx.config.max_pages and totals.admitted) or totals.by_domain:
+        pipe = frontier.pipeline()
+        if ctx.config.max_pages and totals.admitted:
+            pipe.command("incrby", frontier.keys.admitted_total, totals.admitted)
+        frontier.queue_domain_spent(pipe, totals.by_domain)
+        pipe.execute()
+
+
+def _domain_allowance(frontier: Any, results: list[tuple[LeaseResult, str | None]]
+                      ) -> dict[str, int]:
+    """Budgets of the registered domains linked from this batch's pages (IRLbot): each
+    linking page's domain counts towards the budget of every other domain it links to."""
+    linkers: dict[str, set[str]] = defaultdict(set)
+    for res, _ip in results:
+        if res.links:
+            source = registered_domain(res.completion.lease.host)
+            for link in res.links:
+                linkers[registered_domain(link[0])].add(source)
+    return frontier.domain_allowance(linkers)
 
 
 @worker_process_shutdown.connect
