@@ -28,10 +28,13 @@ Rules (the settings are in ``frontier/config.py``):
   (two-digit month again; ``month=2031-05`` is this form); ``year=2031`` (also ``yr``,
   ``yyyy``); compact ``20310517`` / ``203105`` as the value of a date-like key (``date``,
   ``day``, ``month``, ``ym``, ``dt``, any key ending in ``date`` such as ``eventDate``).
-  The window is one-sided on purpose: a symmetric "more than W years from now" would reject
-  every blog and news archive older than W years (``/2019/05/post/``). The past is bounded
-  anyway: calendars that run backwards (to 1542, in one reported case) hit
-  :data:`EARLIEST_YEAR`, and no crawlable page has an earlier date in its URL. Known false
+  Past dates: a date *followed by more path* is an article's (``/2019/05/post/``) and is
+  kept back to :data:`EARLIEST_YEAR` (a symmetric window would reject every archive older
+  than W years); a date that *ends* the path (``/cal/2019/05/``, ``/2019-05-17/``) or sits
+  in the query (``?year=2019&month=5``) is a calendar view and must lie within W years of
+  now on both sides, since calendars that run backwards page through every month of the
+  past. The cost: old monthly archive listings are not crawled (their articles still are,
+  when linked from elsewhere). Known false
   positives: an id that looks like a year followed by ``/MM`` or ``-MM``
   (``/threads/2500/03/``, ``/part/1234-12``).
 
@@ -70,6 +73,8 @@ _PATH_MONTH = re.compile(r"/(?:0[1-9]|1[0-2])(?:[/?;.]|$)")
 _ISO_MONTH = re.compile(r"-(?:0[1-9]|1[0-2])(?![0-9])")
 _COMPACT = re.compile(r"(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])?$")
 _YEAR_KEYS = frozenset({"year", "yr", "yyyy"})
+#: What may follow the year of a date that ends its path: month, day, an index page.
+_DATE_TAIL = re.compile(r"(?:[/-]\d{1,2}){0,2}/?(?:index\.html?)?$")
 _DATE_KEYS = frozenset({"date", "day", "month", "ym", "dt"})
 
 
@@ -168,16 +173,26 @@ def calendar_trap(path: str, query: str, window_years: int, now_year: int) -> st
     # Only a 4-digit number that starts a digit run and lies outside the window can be a
     # trap date, so the date context is looked at only around such a number.
     latest = now_year + window_years
+    earliest_view = now_year - window_years
     for cand in _YEARISH.finditer(text, m.start()):
         at = cand.start()
         if at and text[at - 1].isdigit():
             continue
         year = int(cand.group())
-        if EARLIEST_YEAR <= year <= latest:
+        if EARLIEST_YEAR <= year <= latest and (
+                year >= earliest_view or not _is_calendar_view(text, at, cand.end(), path)):
             continue
         if _is_date_at(text, at, cand.end()):
             return "trap_calendar"
     return None
+
+
+def _is_calendar_view(text: str, at: int, end: int, path: str) -> bool:
+    """Is the date at ``text[at:end]`` what the page shows (``/cal/2019/05/``, ``?year=2019``)
+    rather than the date of an article under it (``/2019/05/some-post/``)?"""
+    if at >= len(path):
+        return True  # a date in the query selects a calendar view
+    return _DATE_TAIL.match(path, end) is not None
 
 
 def trap_reason(

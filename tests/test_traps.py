@@ -118,7 +118,7 @@ def test_calendar_caught(url: str) -> None:
 @pytest.mark.parametrize("url", [
     "https://e.com/2028/12/31/post/",                 # inside the window (now + 2)
     "https://e.com/2019/05/old-post/",                # archives of past years are content
-    "https://e.com/blog/1995/07/",
+    "https://e.com/blog/1995/07/a-post.html",
     "https://e.com/c?year=2027&month=12",
     "https://e.com/c?date=20260101",
     "https://e.com/threads/2500/3/",                  # unpadded: thread 2500, page 3
@@ -138,8 +138,18 @@ def test_calendar_window_moves_with_now() -> None:
     assert calendar_trap(path, query, 2, 2026) == "trap_calendar"
     assert calendar_trap(path, query, 2, 2029) is None
     assert calendar_trap(path, query, 5, 2026) is None
-    assert calendar_trap(f"/cal/{EARLIEST_YEAR}/01/", "", 2, 2026) is None
-    assert calendar_trap(f"/cal/{EARLIEST_YEAR - 1}/12/", "", 2, 2026) == "trap_calendar"
+    assert calendar_trap(f"/blog/{EARLIEST_YEAR}/01/post/", "", 2, 2026) is None
+    assert calendar_trap(f"/blog/{EARLIEST_YEAR - 1}/12/post/", "", 2, 2026) == "trap_calendar"
+
+
+def test_past_calendar_views_are_bounded_but_old_articles_are_not() -> None:
+    """A calendar paging backwards gives date-terminal URLs: within W years of now only."""
+    assert calendar_trap("/cal/2024/05/", "", 2, 2026) is None
+    assert calendar_trap("/cal/2023/12/", "", 2, 2026) == "trap_calendar"
+    assert calendar_trap("/cal/2019/05/17/", "", 2, 2026) == "trap_calendar"
+    assert calendar_trap("/cal", "year=2019&month=05", 2, 2026) == "trap_calendar"
+    assert calendar_trap("/2019/05/17/some-story.html", "", 2, 2026) is None
+    assert calendar_trap("/cal/2019/05/", "", 0, 2026) is None
 
 
 def test_ordinary_urls_pass() -> None:
