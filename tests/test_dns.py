@@ -238,3 +238,14 @@ def test_real_nxdomain() -> None:
     with pytest.raises(DNSError):
         r.resolve("no-such-host.invalid")
     assert r.failures == 1
+
+
+def test_wildcard_static_entry_answers_every_subdomain_not_the_domain() -> None:
+    r = CachingResolver(static={"*.Farm.test": "127.0.0.9", "exact.farm.test": "127.0.0.3"},
+                        allow_private=True)
+    assert r.resolve("s1.farm.test") == "127.0.0.9"
+    assert r.resolve("a.b.farm.test.") == "127.0.0.9"
+    assert r.resolve("exact.farm.test") == "127.0.0.3"  # an exact entry wins
+    with pytest.raises(DNSError):
+        CachingResolver(static={"*.farm.test": "127.0.0.9"}, allow_private=True,
+                        lookup=lambda _h: []).resolve("farm.test")

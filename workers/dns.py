@@ -189,7 +189,7 @@ class CachingResolver(Resolver):
     """Static map, then a TTL/LRU cache in front of the system resolver.
 
     * ``static`` entries (the sandbox web's host -> IP map) never expire and are not counted
-      as cache entries.
+      as cache entries; a ``*.example.test`` key answers for every subdomain of example.test.
     * Successful answers live ``ttl_s``, failures ``negative_ttl_s`` (negative caching).
       The cache holds at most ``max_entries`` names (least recently used evicted).
     * Thread-safe; concurrent lookups of one uncached name make one system lookup.
@@ -219,10 +219,12 @@ class CachingResolver(Resolver):
         self.allow_private = allow_private
         self._clock = clock
         self._lookup = lookup
-        self._static: dict[str, str] = {normalize_host(h): ip for h, ip in (static or {}).items()}
+        self._static: dict[str, str] = {}
+        self._has_wildcards = False
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()
+        self.add_static(static or {})
         self.hits = 0
         self.misses = 0
         self.failures = 0
@@ -233,7 +235,21 @@ class CachingResolver(Resolver):
         """Add or replace static entries (never expire)."""
         with self._lock:
             for h, ip in mapping.items():
-                self._static[normalize_host(h)] = ip
+                if h.startswith("*."):
+                    self._static["*." + normalize_host(h[2:])] = ip
+                    self._has_wildcards = True
+                else:
+                    self._static[normalize_host(h)] = ip
+
+    def _wildcard(self, name: str) -> str | None:
+        """``*.example.test`` entries of the static map answer every subdomain of it."""
+        dot = name.find(".")
+        while dot >= 0:
+            ip = self._static.get("*" + name[dot:])
+            if ip is not None:
+                return ip
+            dot = name.find(".", dot + 1)
+        return None
 
     def invalidate(self, host: str) -> None:
         """Forget the cached answer for ``host`` (static entries are kept)."""
@@ -276,6 +292,8 @@ class CachingResolver(Resolver):
 
         with self._lock:
             static = self._static.get(name)
+            if static is None and self._has_wildcards:
+                static = self._wildcard(name)
             if static is not None:
                 self.hits += 1
             else:
