@@ -27,10 +27,11 @@ the sandbox webs stop after 25 to 85 iterations. A node nobody links to scores
 Measured on this machine (2 cores shared with other jobs) for the default web, 200 hosts x 100
 pages, seed 1: 23,815 nodes, 1,058,868 edges, 31 iterations to an L1 change of 5e-11. Building
 the graph is the oracle's BFS (22,829 page specs): 7.5 s wall on a quiet machine (12.4 s before
-``PageBuilder.build`` was tightened), 15 s CPU while the machine was loaded (load average 12);
-the arrays and the power iteration take 1.2 s CPU under that load (numpy ``bincount``). So about
-9 s in all, nearly all of it the BFS that ``expected_fetches`` costs anyway; ``SandboxSite``
-caches the result, and ``python -m sandbox --pagerank-out`` writes it once per web.
+``PageBuilder.build`` was tightened), 10-15 s CPU while the machine was loaded (load average
+5-12); the arrays and the power iteration take 0.8-1.3 s CPU under that load (numpy
+``bincount``). So about 8-9 s in all on a quiet machine, nearly all of it the BFS that
+``expected_fetches`` costs anyway; ``SandboxSite`` caches the result, and ``python -m sandbox
+--pagerank-out`` writes it once per web.
 """
 
 from __future__ import annotations
