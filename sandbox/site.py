@@ -397,6 +397,15 @@ class SandboxSite:
         """(suffix, IP): every ``s<N>`` + suffix host is served on IP; None without traps."""
         return (self.traps.farm_suffix, self.traps.ips["farm"]) if self.traps else None
 
+    def static_hosts(self) -> dict[str, str]:
+        """A crawler's static host map for this web: ``resolver_map()`` plus, with traps, the
+        wildcard entry ``*.farm-trap.<tld>`` → farm IP (the form ``workers.dns.CachingResolver``
+        accepts), so subdomains past the listed ones resolve too."""
+        out = self.resolver_map()
+        if self.traps is not None:
+            out["*" + self.traps.farm_suffix] = self.traps.ips["farm"]
+        return out
+
     def resolve(self, host: str) -> str | None:
         """IP of any host of this web: the resolver map plus the farm's suffix rule."""
         ip = self.layout.ip_of.get(host)

@@ -261,6 +261,21 @@ def test_farm_links_lead_to_new_subdomains_on_the_farm_ip(web: SandboxWeb) -> No
     assert r.status_code == 404  # not a farm name (leading zero): an unknown host
 
 
+def test_static_hosts_let_the_crawlers_resolver_reach_every_farm_subdomain() -> None:
+    from workers.dns import CachingResolver
+
+    site = SandboxSite(CONFIG, 4242)
+    suffix, farm_ip = site.farm_rule() or ("", "")
+    static = site.static_hosts()
+    assert static == {**site.resolver_map(), "*" + suffix: farm_ip}
+    resolver = CachingResolver(static=static, allow_private=True)
+    for n in (0, FARM_LISTED - 1, FARM_LISTED, 4**30 + 3):
+        assert resolver.resolve(f"s{n}{suffix}") == farm_ip == site.resolve(f"s{n}{suffix}")
+    for host in [*site.hosts[:3], *site.trap_hosts().values()]:
+        assert resolver.resolve(host) == site.resolve(host)
+    assert SandboxSite(OFF, 4242).static_hosts() == SandboxSite(OFF, 4242).resolver_map()
+
+
 def test_trap_pages_are_small_and_cheap() -> None:
     site = SandboxSite(CONFIG, 4242)
     hosts = site.trap_hosts()
