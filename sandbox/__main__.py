@@ -32,6 +32,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--robots-slow", type=float, default=d.robots_slow_s, dest="robots_slow_s")
     p.add_argument("--slow-page", type=float, default=d.slow_page_s, dest="slow_page_s")
     p.add_argument("--hang", type=float, default=d.hang_s, dest="hang_s")
+    p.add_argument("--domain", default=d.domain,
+                   help="host names are h<NNN>.DOMAIN ('test': each host its own registered "
+                        "domain)")
     p.add_argument("--log", help="request log file (JSONL, appended); required unless --no-serve")
     p.add_argument("--port", type=int, default=0, help="0: pick a free port")
     p.add_argument("--duplicates", action="store_true",
@@ -54,7 +57,7 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
     return SandboxConfig(seed=a.seed, hosts=a.hosts, pages_per_host=a.pages_per_host, ips=a.ips,
                          crawl_delay_s=a.crawl_delay_s, robots_slow_s=a.robots_slow_s,
                          slow_page_s=a.slow_page_s, hang_s=a.hang_s, duplicates=a.duplicates,
-                         traps=a.traps)
+                         traps=a.traps, domain=a.domain)
 
 
 def write_pagerank(site: SandboxSite, path: str) -> None:

@@ -54,6 +54,7 @@ class SandboxWeb:
                 "--crawl-delay", str(c.crawl_delay_s), "--robots-slow", str(c.robots_slow_s),
                 "--slow-page", str(c.slow_page_s), "--hang", str(c.hang_s),
                 "--log", str(self.log_path), "--port", str(self._port_arg),
+                "--domain", c.domain,
                 *(["--duplicates"] if c.duplicates else []),
                 *(["--traps"] if c.traps else []),
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
