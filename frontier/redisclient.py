@@ -4,17 +4,61 @@
 ``rediss-cluster://`` (any one node's address) give a cluster client. The frontier works on
 both because every Lua script touches the keys of one hash tag. Celery's broker cannot be a
 Redis Cluster (kombu does not support it), so a clustered crawl names a separate ``--broker``.
+
+Every client made here is a *state connection* and fails fast (``STATE_OPTIONS``): a socket
+timeout on connect and on every reply, TCP keepalive, a health check of idle connections, and
+no retries. Retries are off on purpose, not only for speed: a pipeline of Lua scripts that
+timed out may already have run on the server, and running it again would count a completion
+twice or admit links twice; the callers' loops (member heartbeat, scheduler, task) decide what
+to do next. With these options a cut-off member notices within ``socket_timeout_s`` (instead
+of after redis-py's exponential retries) and stops scheduling before its partition lease TTL
+runs out (``workers/member.py``). The socket timeout also bounds how late a worker can learn
+that ``begin`` renewed a URL lease: ``fetch_lease_s`` (2 x ``total_timeout_s`` + 5) covers a
+reply that took the whole ``STATE_SOCKET_TIMEOUT_S`` (5 s) plus one fetch, so a worker never
+fetches a host whose lease may already have moved on. Keyword arguments (and query parameters
+of the URL, which redis-py lets win) override any of these.
 """
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 CLUSTER_SCHEMES = {"redis-cluster://": "redis://", "rediss-cluster://": "rediss://"}
 SCHEMES = ("redis://", "rediss://", "unix://", *CLUSTER_SCHEMES)
+
+#: Seconds to wait for any reply; at most 5 s (see the module docstring on ``fetch_lease_s``).
+STATE_SOCKET_TIMEOUT_S = 5.0
+#: Seconds to wait for a new connection (a cut link makes connects hang, not fail).
+STATE_CONNECT_TIMEOUT_S = 3.0
+#: PING a pooled connection before use if it was idle this long (finds connections that died
+#: during an outage before a real command is sent on them).
+STATE_HEALTH_CHECK_S = 10
+#: TCP keepalive: probe after 5 s idle, every 2 s, give up after 3 (a dead idle connection is
+#: known dead ~11 s into an outage).
+KEEPALIVE = {name: value for name, value in (("TCP_KEEPIDLE", 5), ("TCP_KEEPINTVL", 2),
+                                             ("TCP_KEEPCNT", 3)) if hasattr(socket, name)}
+
+
+def state_options(cluster: bool = False) -> dict[str, Any]:
+    """Fast-failure options of a state connection (a fresh ``Retry`` each call).
+
+    On a cluster the ``retry`` is the cluster client's own (its node connections never retry):
+    one retry, after redis-py refreshed the slot map, so a failed-over master is found.
+    """
+    return {
+        "socket_timeout": STATE_SOCKET_TIMEOUT_S,
+        "socket_connect_timeout": STATE_CONNECT_TIMEOUT_S,
+        "socket_keepalive": True,
+        "socket_keepalive_options": {getattr(socket, k): v for k, v in KEEPALIVE.items()},
+        "health_check_interval": STATE_HEALTH_CHECK_S,
+        "retry": Retry(NoBackoff(), 1 if cluster else 0),
+    }
 
 
 def is_cluster_url(url: str) -> bool:
@@ -22,10 +66,16 @@ def is_cluster_url(url: str) -> bool:
 
 
 def client_from_url(url: str, **kw: Any) -> redis.Redis:
-    """A client for ``url``; raises ValueError for an unknown scheme."""
+    """A fail-fast client for ``url`` (``state_options`` plus ``kw``); raises ValueError for an
+    unknown scheme."""
     for scheme, plain in CLUSTER_SCHEMES.items():
         if url.startswith(scheme):
-            return RedisCluster.from_url(plain + url[len(scheme):], **kw)  # type: ignore[return-value]
+            opts = {**state_options(cluster=True), **kw}
+            return RedisCluster.from_url(plain + url[len(scheme):], **opts)  # type: ignore[return-value]
     if not url.startswith(SCHEMES):
         raise ValueError(f"not a redis://, rediss://, unix:// or redis-cluster:// URL: {url!r}")
-    return redis.Redis.from_url(url, **kw)
+    opts = {**state_options(), **kw}
+    if url.startswith("unix://"):  # no TCP socket: keepalive options do not apply
+        opts.pop("socket_keepalive", None)
+        opts.pop("socket_keepalive_options", None)
+    return redis.Redis.from_url(url, **opts)

@@ -13,19 +13,44 @@
 Node names: ``redis``, ``web``, ``w1`` .. ``wN``; addresses ``SUBNET.10``, ``.20``,
 ``.101`` ..; the names also resolve inside the namespaces (``redis://redis:6379/0`` works there).
 Every call goes through the shell script, which stays the single source of truth.
+
+A whole crawl across namespaces (``tests/test_netns_partition.py``)::
+
+    redis = net.start_redis(tmp, PASSWORD)          # bound to the redis node; plus a unix
+    client = redis.client()                          # socket for this (root) namespace
+    with NetnsWeb(net, WEB, tmp / "requests.log") as web:   # sandbox on the web node's IPs
+        pool = NetnsWorkerPool(redis.url, ns, 3, 4, tmp / "logs", net=net)
+        pool.start_one(0)                            # `trawl worker --name w1` inside w1
+
+The test process itself never routes into the harness subnet: it reaches Redis through the
+unix socket and judges the crawl from the sandbox's log file.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SCRIPT = Path(__file__).resolve().parent.parent / "deploy" / "netns-cluster"
+import redis
+
+from frontier.redisserver import redis_server_binary
+from sandbox import SandboxConfig, SandboxWeb
+from workers.crawl import WorkerPool
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "deploy" / "netns-cluster"
 CUT_MODES = ("link", "drop", "netem")
 
 
@@ -134,15 +159,179 @@ class NetnsCluster:
     def pids(self, name: str) -> list[int]:
         return [int(p) for p in self.script("pids", name).stdout.split()]
 
-    def cut(self, name: str, mode: str = "link") -> None:
+    def cut(self, name: str, mode: str = "link", peers: Sequence[str] = ()) -> None:
         """Partition node ``name`` from all others: ``link`` (veth down), ``drop`` (blackhole
-        routes both ways) or ``netem`` (tc loss 100%, needs sch_netem in the kernel)."""
+        routes both ways) or ``netem`` (tc loss 100%, needs sch_netem in the kernel). With
+        ``peers`` (``drop`` only), only traffic between ``name`` and those nodes is dropped."""
         if mode not in CUT_MODES:
             raise ValueError(f"mode must be one of {CUT_MODES}")
-        self.script("cut", name, mode)
+        if peers and mode != "drop":
+            raise ValueError("only the drop mode cuts a node off from some peers")
+        self.script("cut", name, mode, *peers)
 
     def restore(self, name: str) -> None:
         self.script("restore", name)
 
     def status(self) -> str:
         return self.script("status").stdout
+
+    def start_redis(self, workdir: Path, password: str, port: int = 6379,
+                    timeout_s: float = 20.0) -> NetnsRedis:
+        """A redis-server in the redis node on its address, plus a unix socket in ``workdir``
+        for the root namespace; returns once it answers."""
+        workdir.mkdir(parents=True, exist_ok=True)
+        sock = workdir / "redis.sock"
+        proc = self.popen("redis", [
+            redis_server_binary(), "--bind", self.ip("redis"), "--port", str(port),
+            "--unixsocket", str(sock), "--unixsocketperm", "700", "--requirepass", password,
+            "--dir", str(workdir), "--save", "", "--appendonly", "no", "--daemonize", "no",
+            "--logfile", str(workdir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = NetnsRedis(proc, sock, password, f"redis://:{password}@redis:{port}/0", workdir)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if server.client().ping():
+                    return server
+            except (redis.RedisError, OSError):
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = workdir / "redis.log"
+                proc.kill()
+                raise RuntimeError("redis-server in the redis node did not start: "
+                                   + (log.read_text()[-500:] if log.exists() else "no log"))
+            time.sleep(0.1)
+
+
+@dataclass
+class NetnsRedis:
+    """A redis-server running in the redis node (see ``NetnsCluster.start_redis``)."""
+
+    proc: subprocess.Popen[bytes]
+    unix_socket: Path
+    password: str
+    #: The URL inside the harness (workers' ``--redis``): the node name resolves there.
+    url: str
+    workdir: Path
+
+    def client(self, **kw: Any) -> redis.Redis:
+        """A client for the root namespace, over the unix socket."""
+        kw.setdefault("socket_timeout", 10.0)
+        return redis.Redis(unix_socket_path=str(self.unix_socket), password=self.password, **kw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def web_resolver_map(loopback_map: dict[str, str], ips: Sequence[str]) -> dict[str, str]:
+    """The sandbox's host -> loopback IP map moved onto ``ips`` (the web node's addresses):
+    hosts that share a loopback IP share a web IP; distinct ones are spread round robin."""
+    order: dict[str, int] = {}
+    for ip in loopback_map.values():
+        order.setdefault(ip, len(order))
+    return {host: ips[order[ip] % len(ips)] for host, ip in loopback_map.items()}
+
+
+class NetnsWeb(SandboxWeb):
+    """The sandbox web served from the web node, on every one of its addresses (one port).
+
+    The sandbox's own CLI binds the loopback IPs of its layout, which other namespaces cannot
+    reach; this runs ``python -m tests.netns serve-web`` inside the web node instead, with the
+    same site (pages, robots, specials: the same ``expected_fetches``) and its resolver map
+    moved onto ``net.web_addresses()``. Everything else, the request log included, is
+    ``SandboxWeb``'s.
+    """
+
+    def __init__(self, net: NetnsCluster, config: SandboxConfig, log_path: str | Path,
+                 **kw: Any) -> None:
+        super().__init__(config, log_path, **kw)
+        self.net = net
+
+    def _argv(self) -> list[str]:
+        return self.net.argv("web", [
+            sys.executable, "-m", "tests.netns", "serve-web",
+            "--config", json.dumps(self.config.to_dict()),
+            "--ips", ",".join(self.net.web_addresses()), "--log", str(self.log_path),
+            "--port", str(self._port_arg)])
+
+
+@dataclass
+class NetnsWorkerPool(WorkerPool):
+    """``trawl worker`` processes, worker ``i`` inside node ``w{i+1}`` named ``w{i+1}``."""
+
+    net: NetnsCluster | None = None
+    loglevel: str = "WARNING"
+
+    def node(self, i: int) -> str:
+        return f"w{i + 1}"
+
+    def start_one(self, i: int) -> subprocess.Popen[bytes]:
+        assert self.net is not None, "NetnsWorkerPool needs net="
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "workers.cli", "worker", "--redis", self.redis_url,
+               "--namespace", self.namespace, "--concurrency", str(self.concurrency),
+               "--name", self.node(i), "--loglevel", self.loglevel]
+        if self.events:
+            cmd.append("--events")
+        if self.broker_url:
+            cmd += ["--broker", self.broker_url]
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        with open(self.log_dir / f"worker-{self.node(i)}.log", "ab") as logf:
+            proc = self.net.popen(self.node(i), cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                  env=env, cwd=str(ROOT))
+        self.procs.append(proc)
+        return proc
+
+    def log_text(self, i: int) -> str:
+        path = self.log_dir / f"worker-{self.node(i)}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+# -- ``python -m tests.netns serve-web``: the sandbox on given addresses (run in the web node) --
+
+async def _serve_web(args: argparse.Namespace) -> None:
+    from sandbox.requestlog import RequestLog
+    from sandbox.server import bind_all, serve
+    from sandbox.site import SandboxSite
+
+    config = SandboxConfig(**json.loads(args.config))
+    ips = args.ips.split(",")
+    socks = bind_all(ips, args.port)
+    port = socks[0].getsockname()[1]
+    site = SandboxSite(config, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    ready = asyncio.Event()
+    task = asyncio.create_task(serve(site, RequestLog(args.log), socks, stop, ready))
+    await asyncio.wait([task, asyncio.create_task(ready.wait())],
+                       return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        await task  # startup failed: raise its error
+    print(json.dumps({"port": port, "resolver_map": web_resolver_map(site.resolver_map(), ips),
+                      "seeds": site.seeds(), "log": args.log}), flush=True)
+    await task
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.netns")
+    sub = parser.add_subparsers(dest="command", required=True)
+    web = sub.add_parser("serve-web", help="serve a sandbox web on the given addresses")
+    web.add_argument("--config", required=True, help="SandboxConfig as JSON")
+    web.add_argument("--ips", required=True, help="comma-separated addresses to bind")
+    web.add_argument("--log", required=True)
+    web.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    asyncio.run(_serve_web(args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,14 @@ of those partitions. A member that stops cleanly releases its partitions at once
 loses them when their TTL runs out (``partition_ttl_s``), and the new owner's reaper re-queues
 its expired URL leases. Writes of an owner carry its fencing token, so a paused ex-owner is
 rejected by Redis instead of corrupting the new owner's state.
+
+Cut off from Redis, a member does not wait for Redis to tell it: its claims are known to hold
+until ``partition_ttl_s`` after the last heartbeat that *started* before they were renewed, so
+it stops scheduling a margin before that (``OWNERSHIP_MARGIN``) and retries the heartbeat every
+second. When Redis answers again it is a new member for everyone else (its member entry has
+expired) and rejoins like one: the others hand back its share at their next heartbeat. An
+acquire that Redis fences (the partition has a newer owner) drops that partition at once and
+is counted as ``fenced`` in the partition's counters (``Frontier.stats()``).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import socket
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 
 import kombu.exceptions
@@ -29,6 +38,13 @@ from workers.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
+#: Stop acting as owner this fraction of ``partition_ttl_s`` before the claims can expire.
+OWNERSHIP_MARGIN = 0.1
+#: Heartbeat retry interval while Redis does not answer (seconds).
+RETRY_S = 1.0
+#: While failing, repeat the warning at most this often (seconds).
+LOG_EVERY_S = 10.0
+
 
 class Member:
     def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery,
@@ -40,9 +56,18 @@ class Member:
         self.frontier = self.scheduler.frontier
         self.members_key = f"{config.namespace}:members"
         self._owned: dict[int, str] = {}
+        self._valid_until = 0.0  # time.monotonic() until which every claim in _owned holds
+        self._lock = threading.Lock()
+        self._fenced_unreported: Counter[int] = Counter()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.takeovers = 0
+        #: Times ownership was dropped because no heartbeat succeeded within the TTL.
+        self.lapses = 0
+        #: Times the heartbeat succeeded again after failing.
+        self.rejoins = 0
+        #: Partitions whose acquire Redis rejected with the fencing token (newer owner).
+        self.fenced = 0
 
     @property
     def owned(self) -> Mapping[int, str]:
@@ -53,49 +78,118 @@ class Member:
 
     def heartbeat(self) -> None:
         """Announce ourselves, drop what is no longer ours, claim what is."""
+        started = time.monotonic()
         now = time.time()
         ttl = self.config.partition_ttl_s
+        with self._lock:
+            fenced = Counter(self._fenced_unreported)
         pipe = self.client.pipeline(transaction=False)
         pipe.zadd(self.members_key, {self.id: now + ttl})
         pipe.zremrangebyscore(self.members_key, "-inf", now)
+        for p, n in fenced.items():
+            pipe.hincrby(self.frontier.keys.stats(p), "fenced", n)
         pipe.execute()
+        with self._lock:
+            self._fenced_unreported.subtract(fenced)
+            self._fenced_unreported = +self._fenced_unreported  # drop the zeros
         target = set(assign(self.live_members(now), self.frontier.partitions).get(self.id, []))
         owned = dict(self._owned)
-        lost = {p: v for p, v in owned.items() if p not in target or p in self.frontier.fenced}
+        lost = {p: v for p, v in owned.items() if p not in target}
         if lost:
+            # Stop scheduling them before handing them over, or the scheduler thread could
+            # still acquire with a token that was just released (and be fenced for it).
+            with self._lock:
+                self._owned = {p: v for p, v in self._owned.items() if p not in lost}
             self.frontier.release_partitions(lost)
         tokens = self.frontier.claim_partitions(self.id, sorted(target), ttl)
         new = {p: f"{self.id}|{t}" for p, t in tokens.items()}
-        self.takeovers += len(set(new) - set(owned))
-        self._owned = new  # one assignment: the scheduler thread reads a consistent map
+        with self._lock:
+            self.takeovers += len(set(new) - set(owned))
+            # One assignment: the scheduler thread reads a consistent map. Every claim in it
+            # was renewed after `started`, so Redis keeps it at least until started + ttl.
+            self._owned = new
+            self._valid_until = started + ttl * (1.0 - OWNERSHIP_MARGIN)
+
+    def _drop_if_lapsed(self) -> dict[int, str]:
+        """Forget every claim once it may have expired in Redis; returns what is still held.
+        Call with ``self._lock`` held."""
+        owned = self._owned
+        if owned and time.monotonic() >= self._valid_until:
+            log.warning("member %s: no heartbeat reached Redis within the partition TTL "
+                        "(%.0f s): stopped scheduling its %d partitions until it rejoins",
+                        self.id, self.config.partition_ttl_s, len(owned))
+            self.lapses += 1
+            owned = self._owned = {}
+        return owned
+
+    def owners(self) -> Mapping[int, str]:
+        """The partitions the scheduler may act on now (read before every scheduler step)."""
+        with self._lock:
+            owned = self._drop_if_lapsed()
+            fenced = self.frontier.fenced & owned.keys()
+            if fenced:
+                log.warning("member %s: acquire fenced in partitions %s (a newer owner holds "
+                            "them): dropped", self.id, sorted(fenced))
+                self.fenced += len(fenced)
+                self._fenced_unreported.update(fenced)
+                owned = self._owned = {p: v for p, v in owned.items() if p not in fenced}
+            self.frontier.fenced = set()
+            return owned
 
     def _heartbeat_loop(self) -> None:
         interval = self.config.partition_ttl_s / 3
+        failing_since: float | None = None
+        logged = 0.0
         while not self._stop.is_set():
+            with self._lock:
+                self._drop_if_lapsed()
+            wait = interval
             try:
                 self.heartbeat()
-            except redis.RedisError as exc:  # Redis away: keep trying; the TTL decides
-                log.warning("heartbeat failed: %s", exc)
-                self._owned = {}
-            except Exception:  # never let the member's heartbeat die with the process alive
-                log.exception("heartbeat failed")
-                self._owned = {}
-            self._stop.wait(interval)
+                if failing_since is not None:
+                    self.rejoins += 1
+                    log.warning("member %s: Redis answers again after %.1f s; rejoined, holding "
+                                "%d partitions (more come back as the others hand them over)",
+                                self.id, time.monotonic() - failing_since, len(self._owned))
+                    failing_since = None
+            except Exception as exc:  # Redis away (or a bug): keep trying; the TTL decides
+                t = time.monotonic()
+                if failing_since is None:
+                    failing_since = logged = t
+                    self._log_failure(exc, "heartbeat failed")
+                elif t - logged >= LOG_EVERY_S:
+                    logged = t
+                    self._log_failure(exc, f"heartbeat still failing after "
+                                           f"{t - failing_since:.0f} s")
+                wait = min(RETRY_S, interval)
+            with self._lock:  # wake up when the claims lapse, even if the scheduler is stuck
+                if self._drop_if_lapsed():
+                    wait = min(wait, max(0.0, self._valid_until - time.monotonic()))
+            self._stop.wait(wait)
+
+    def _log_failure(self, exc: Exception, what: str) -> None:
+        if isinstance(exc, redis.RedisError | OSError):
+            log.warning("member %s: %s: %s: %s", self.id, what, type(exc).__name__, exc)
+        else:  # never let the member's heartbeat die with the process alive
+            log.exception("member %s: %s", self.id, what)
 
     def _schedule_loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self.scheduler.run(self._stop.is_set, owners=lambda: self._owned)
+                self.scheduler.run(self._stop.is_set, owners=self.owners)
             except (redis.RedisError, kombu.exceptions.KombuError, OSError) as exc:
                 # Redis or the broker away: wait and go on; the heartbeat decides ownership.
-                log.warning("scheduler: %s", exc)
+                log.warning("scheduler: %s: %s", type(exc).__name__, exc)
                 self._stop.wait(1.0)
             except Exception:  # a bug must not silently stop this member's partitions
                 log.exception("scheduler step failed; retrying")
                 self._stop.wait(1.0)
 
     def start(self, schedule: bool = True) -> Member:
-        self.heartbeat()
+        try:
+            self.heartbeat()
+        except redis.RedisError as exc:  # Redis away at start: the heartbeat loop retries
+            self._log_failure(exc, "first heartbeat failed")
         loops = [self._heartbeat_loop] + ([self._schedule_loop] if schedule else [])
         for target in loops:
             t = threading.Thread(target=target, name=f"trawl-{target.__name__}", daemon=True)
@@ -108,7 +202,9 @@ class Member:
         self._stop.set()
         for t in self._threads:
             t.join(10)
-        owned, self._owned = self._owned, {}
+        with self._lock:
+            owned, self._owned = self._owned, {}
+            self._valid_until = 0.0
         try:
             self.frontier.release_partitions(owned)
             self.client.zrem(self.members_key, self.id)
