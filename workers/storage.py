@@ -106,8 +106,9 @@ class WarcWriter:
 
     ``max_bytes`` is checked before each fetch is written: once the current file has reached
     it, a new file is started (so a file exceeds the limit by at most one fetch's records).
-    ``compress_level`` is the per-record gzip level (warcio's own wrapper uses 9, which costs
-    a lot of CPU for little gain on HTML; 6 is zlib's default).
+    ``compress_level`` is the per-record gzip level. 1 by default: on the sandbox's 32 KB pages
+    level 1 costs 0.9 ms per page against 1.9 ms at zlib's default 6 (warcio's own wrapper uses
+    9) for 40% instead of 35% of the raw size, and gzip was 11% of a worker's samples.
     """
 
     def __init__(
@@ -115,7 +116,7 @@ class WarcWriter:
         directory: Path,
         prefix: str,
         max_bytes: int = 1_000_000_000,
-        compress_level: int = 6,
+        compress_level: int = 1,
         warcinfo: Mapping[str, str] | None = None,
     ) -> None:
         self.directory = Path(directory)
