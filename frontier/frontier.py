@@ -13,6 +13,7 @@ Invariants (checked by tests/test_frontier.py):
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections import defaultdict
@@ -26,7 +27,7 @@ import redis
 from frontier.bloom import BloomSpec, partition_layers, url_hash
 from frontier.config import CrawlConfig
 from frontier.keys import Keys, domain_partition_of, ip_partition_of, partition_of
-from frontier.slotpipe import SlotPipeline
+from frontier.slotpipe import LuaScript, SlotPipeline
 
 #: Counters kept per partition in ``<prefix>s``; summed for the crawl's status.
 COUNTERS = (
@@ -41,9 +42,14 @@ COUNTERS = (
 QUEUE_MODE = {"bfs": "l", "random": "z", "indegree": "a", "opic": "a"}
 
 
-def _load_script(client: redis.Redis, name: str) -> Any:
-    source = resources.files("frontier").joinpath("lua", f"{name}.lua").read_text()
-    return client.register_script(source)
+@functools.cache
+def _script(name: str) -> LuaScript:
+    return LuaScript(name, resources.files("frontier").joinpath("lua", f"{name}.lua").read_text())
+
+
+def _load_script(client: redis.Redis, name: str) -> LuaScript:
+    """The script ``name`` (frontier/lua/NAME.lua), sent by :class:`SlotPipeline` as EVALSHA."""
+    return _script(name)
 
 
 @dataclass(frozen=True, slots=True)
