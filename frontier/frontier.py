@@ -171,6 +171,9 @@ class Frontier:
         self._ip_acquire = _load_script(client, "ip_acquire")
         self._ip_release = _load_script(client, "ip_release")
         self._budget = _load_script(client, "budget")
+        self._hget = _load_script(client, "hget")
+        self._hincrby = _load_script(client, "hincrby")
+        self._hgetall = _load_script(client, "hgetall")
 
     def pipeline(self) -> SlotPipeline:
         """A pipeline for this frontier's scripts (one round trip per Redis node)."""
@@ -310,7 +313,11 @@ class Frontier:
 
     def begin(self, leases: Sequence[Lease], budget_s: float,
               now: float | None = None) -> list[bool]:
-        """A worker is about to fetch: which leases are still current (their deadline renewed)."""
+        """A worker is about to fetch ``leases`` one after another: which are still current.
+
+        Each current lease's deadline is renewed: the i-th (from 0) to now + (i+1) x
+        ``budget_s``, since it may wait for the fetches before it. One round trip per task.
+        """
         now = time.time() if now is None else now
         groups: dict[int, list[int]] = defaultdict(list)
         for i, lease in enumerate(leases):
@@ -319,7 +326,7 @@ class Frontier:
         for p, idx in groups.items():
             args: list[Any] = [self.keys.prefix(p), now, budget_s]
             for i in idx:
-                args += [leases[i].lease_id, leases[i].host]
+                args += [leases[i].lease_id, leases[i].host, i + 1]
             pipe.script(self._begin, [self.keys.ready(p)], args)
         ok = [False] * len(leases)
         for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
@@ -443,10 +450,11 @@ class Frontier:
     def partition_stats(self) -> list[dict[str, int]]:
         pipe = self.pipeline()
         for p in range(self.partitions):
-            pipe.command("hgetall", self.keys.stats(p))
+            pipe.script(self._hgetall, [self.keys.stats(p)], [])
         out = []
         for raw in pipe.execute():
-            out.append({_text(k): int(v) for k, v in raw.items() if _text(k) not in _INTERNAL})
+            pairs = zip(raw[::2], raw[1::2], strict=True)
+            out.append({_text(k): int(v) for k, v in pairs if _text(k) not in _INTERNAL})
         return out
 
     def stats(self) -> dict[str, int]:
@@ -458,6 +466,23 @@ class Frontier:
 
     def increment(self, pipe: Any, host: str, counter: str, amount: int = 1) -> None:
         pipe.command("hincrby", self.keys.stats(self.partition(host)), counter, amount)
+
+    def queue_counters(self, pipe: Any, partition: int, counters: Mapping[str, int]) -> None:
+        """Add ``counters`` to one partition's counters: one script call for all of them."""
+        args: list[Any] = []
+        for name, amount in counters.items():
+            args += [name, amount]
+        if args:
+            pipe.script(self._hincrby, [self.keys.stats(partition)], args)
+
+    def queue_inflight(self, pipe: Any, partitions: Iterable[int]) -> int:
+        """Add reads of the partitions' in-flight counts to ``pipe`` (on one server, one
+        batched command for all of them); returns how many replies they add."""
+        n = 0
+        for p in partitions:
+            pipe.script(self._hget, [self.keys.stats(p)], ["inflight"])
+            n += 1
+        return n
 
 
 def _split_allowance(allowance: Mapping[str, int] | None,

@@ -148,3 +148,17 @@ def test_ip_gate_limits_concurrency_and_delay(redis_client: redis.Redis) -> None
 def test_entry_codec_roundtrip() -> None:
     for e in (Entry("http://a/b c", 3), Entry("http://x/", 0, 2, 1)):
         assert Entry.decode(e.encode()) == e
+
+
+def test_begin_of_a_batch_staggers_deadlines(redis_client: redis.Redis) -> None:
+    f = make(redis_client)
+    f.admit(links(3, 1), now=0.0)
+    leases, _ = f.acquire(10, now=0.0)
+    assert len(leases) == 3
+    # One round trip for the task: the i-th fetch may start after the i before it.
+    assert f.begin(leases, 5.0, now=0.0) == [True, True, True]
+    assert f.reap(now=5.5) == 1
+    assert f.begin(leases, 5.0, now=5.5) == [False, True, True]
+    assert f.reap(now=5.5 + 10.5) == 1  # renewed at 5.5: 5.5 + 2 x 5 for the second
+    assert f.reap(now=5.5 + 15.5) == 1
+    check_invariants(f)

@@ -55,8 +55,7 @@ class Scheduler:
         """Leases out of ``partitions``, re-read from Redis at most every 50 ms."""
         if now - self._inflight_read > 0.05:
             pipe = self.frontier.pipeline()
-            for p in partitions:
-                pipe.command("hget", self.frontier.keys.stats(p), "inflight")
+            self.frontier.queue_inflight(pipe, partitions)
             self._inflight = sum(int(v or 0) for v in pipe.execute())
             self._inflight_read = now
         return self._inflight

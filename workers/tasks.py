@@ -28,9 +28,11 @@ def fetch(batch: list[list[Any]]) -> int:
 
     Returns how many were fetched.
 
-    Just before each fetch the lease is checked and given a deadline that covers one fetch
-    (``fetch_lease_s``): a stale lease is skipped, and the URL of a worker that dies mid-fetch
-    comes back to its queue that long after, not a whole ``lease_ttl_s`` later.
+    Before the fetches (one round trip for the whole batch) every lease is checked and given
+    a deadline that covers its fetch (the i-th of the batch: (i+1) x ``fetch_lease_s``, as
+    the fetches run one after another): a stale lease is skipped, and the URLs of a worker
+    that dies mid-task come back to their queues that long after, not a whole
+    ``lease_ttl_s`` later.
     """
     ctx = get_context(app.conf.trawl_redis_url, app.conf.trawl_namespace)
     leases, ips = [], []
@@ -45,8 +47,9 @@ def fetch(batch: list[list[Any]]) -> int:
             ctx.client.hincrby(ctx.frontier.keys.stats(0), "err:bad_message", 1)
     results: list[tuple[LeaseResult, str | None]] = []
     stale: list[tuple[Lease, str | None]] = []
-    for lease, ip in zip(leases, ips, strict=True):
-        if not ctx.frontier.begin([lease], ctx.config.fetch_lease_s)[0]:
+    current = ctx.frontier.begin(leases, ctx.config.fetch_lease_s) if leases else []
+    for lease, ip, ok in zip(leases, ips, current, strict=True):
+        if not ok:
             stale.append((lease, ip))
             continue
         results.append((process_lease(ctx, lease, ip), ip))
@@ -92,10 +95,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     frontier.queue_ip_release(pipe, [
         (ip, ip_token(r.completion.lease), ip_next) for r, ip in results if ip
     ] + [(ip, ip_token(lease), time.time()) for lease, ip in stale if ip])
-    if counters:
-        stats_key = frontier.keys.stats(0)
-        for name, amount in counters.items():
-            pipe.command("hincrby", stats_key, name, amount)
+    frontier.queue_counters(pipe, 0, counters)
     replies = pipe.execute()
     if not batch:
         return

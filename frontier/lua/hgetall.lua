@@ -1,0 +1,3 @@
+-- HGETALL as a script, so that reading all partitions' counters is one batched EVALSHA on a
+-- single server (frontier/slotpipe.py). KEYS[1] = hash. Returns field, value, ...
+return redis.call('HGETALL', KEYS[1])
