@@ -33,7 +33,7 @@ class MinHasher:
                    + np.uint64(1))[:, None]
         self._b = gen.integers(0, 2**63, size=num_perm, dtype=np.uint64)[:, None] * np.uint64(2)
 
-    def signature(self, hashes: np.ndarray, chunk: int = 2048) -> np.ndarray:
+    def signature(self, hashes: np.ndarray, chunk: int = 512) -> np.ndarray:
         """uint32[num_perm] minima of the shingle-hash set ``hashes`` (all 0xFFFFFFFF if empty)."""
         if len(hashes) == 0:
             return np.full(self.num_perm, EMPTY, dtype=np.uint32)
