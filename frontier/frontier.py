@@ -159,7 +159,7 @@ class Frontier:
         )
         self._bloom_args: list[int] = [len(self.bloom_layers)]
         for spec in self.bloom_layers:
-            self._bloom_args += [spec.blocks, spec.k, spec.capacity]
+            self._bloom_args += [spec.bits, spec.k, spec.capacity]
         self._admit = _load_script(client, "admit")
         self._acquire = _load_script(client, "acquire")
         self._complete = _load_script(client, "complete")
@@ -206,7 +206,7 @@ class Frontier:
             prio = link[3] if len(link) > 3 else default  # type: ignore[misc]
             if self.mode == "z":
                 prio = random.random()
-            block_hash, bit_hash = url_hash(url)
+            h1, h2 = url_hash(url)
             p = partition_of(host, self.partitions)
             bi: Any = ""
             if allowance is not None and domain_of is not None:
@@ -214,7 +214,7 @@ class Frontier:
                 if dom in allowance:
                     ix = budget_ix[p]
                     bi = ix.setdefault(dom, len(ix) + 1)
-            groups[p].extend((host, entry.encode(), block_hash, bit_hash, repr(prio), bi))
+            groups[p].extend((host, entry.encode(), h1, h2, repr(prio), bi))
         shares = _split_allowance(allowance, budget_ix, groups) if budget_ix else {}
         batch = AdmitBatch()
         for p, args in groups.items():

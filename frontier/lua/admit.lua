@@ -1,8 +1,8 @@
 -- Admit a batch of links into one partition: URL-seen test-and-set on the partition's scalable
--- blocked Bloom filter (see frontier/bloom.py), then enqueue the new ones.
+-- Bloom filter (see frontier/bloom.py), then enqueue the new ones.
 -- KEYS[1] = <prefix>r (routes the call to the partition's slot; all keys share the tag)
 -- ARGV: prefix, now, mode, host_cap, query_cap, n_budgets, budgets..., n_layers, then per
---       layer: blocks, k, capacity; then per link: host, entry, block_hash, bit_hash, prio,
+--       layer: bits, k, capacity; then per link: host, entry, h1, h2 (URL hashes), prio,
 --       budget ('' = none, else a 1-based index into budgets).
 --   mode: 'l' host queues are FIFO lists (bfs); 'z' host queues are ZSETs url -> -priority
 --         with the entry's head in HASH qe (random: prio is the score of a new URL); 'a' as
@@ -23,9 +23,9 @@ local budget, spent = {}, {}
 for b = 1, nbud do budget[b] = tonumber(ARGV[6 + b]); spent[b] = 0 end
 local base = 7 + nbud
 local nspec = tonumber(ARGV[base])
-local blocks, ks, caps = {}, {}, {}
+local bits, ks, caps = {}, {}, {}
 for l = 0, nspec - 1 do
-  blocks[l] = tonumber(ARGV[base + 1 + 3 * l])
+  bits[l] = tonumber(ARGV[base + 1 + 3 * l])
   ks[l] = tonumber(ARGV[base + 2 + 3 * l])
   caps[l] = tonumber(ARGV[base + 3 + 3 * l])
 end
@@ -35,18 +35,30 @@ local hn, hb, st = prefix .. 'hn', prefix .. 'hb', prefix .. 's'
 local layer = tonumber(redis.call('HGET', st, 'bloom_layer') or 0)
 local fill = tonumber(redis.call('HGET', st, 'bloom_fill') or 0)
 local admitted, rejected, over_host, over_query, over_budget, reprio = 0, 0, 0, 0, 0, 0
+
+-- Create layer l's bitmap at its full size before its first bit is set: grown bit by bit,
+-- Redis would over-allocate it by up to 2x (greedy sds growth); SETBIT on a missing key
+-- allocates exactly the bytes up to that bit.
+local function alloc(l)
+  local key = prefix .. 'b' .. l
+  if redis.call('EXISTS', key) == 0 then redis.call('SETBIT', key, bits[l] - 1, 0) end
+end
+if fill == 0 then alloc(layer) end
 local flags = {}
 local args = {}
 
 -- Fill args with BITFIELD ops for one layer; returns the number of array slots used.
-local function ops(l, op, bh, ih)
-  local b0 = (bh % blocks[l]) * 512
-  local start = ih % 512
-  local step = (math.floor(ih / 512) % 256) * 2 + 1
+-- Offsets: enhanced double hashing over the layer's m bits (frontier/bloom.py layer_offsets);
+-- h1, h2 < 2^52, so every step is exact in doubles.
+local function ops(l, op, h1, h2)
+  local m = bits[l]
+  local x, y = h1 % m, h2 % m
   local j = 0
   for i = 0, ks[l] - 1 do
-    args[j + 1] = op; args[j + 2] = 'u1'; args[j + 3] = b0 + (start + i * step) % 512
+    args[j + 1] = op; args[j + 2] = 'u1'; args[j + 3] = x
     if op == 'SET' then args[j + 4] = 1; j = j + 4 else j = j + 3 end
+    x = (x + y) % m
+    y = (y + i) % m
   end
   return j
 end
@@ -126,7 +138,7 @@ while i <= n do
     -- Counted even when a cap refuses the URL: its bits are set, it is not coming back.
     if not capped then
       fill = fill + 1
-      if fill >= caps[layer] and layer + 1 < nspec then layer = layer + 1; fill = 0 end
+      if fill >= caps[layer] and layer + 1 < nspec then layer = layer + 1; fill = 0; alloc(layer) end
     end
   end
   if why then
@@ -140,8 +152,8 @@ while i <= n do
     if qkey then redis.call('HINCRBY', prefix .. 'qv', qkey, 1) end
     local q = prefix .. 'q:' .. host
     if mode == 'l' then
-      redis.call('RPUSH', q, entry)
-      wake(host, q, 0)
+      -- A queue that was not empty means the host is already in r or leased: no wake.
+      if redis.call('RPUSH', q, entry) == 1 then wake(host, q, 0) end
     else
       local head = string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
       redis.call('ZADD', q, -prio, url)
