@@ -31,7 +31,14 @@ def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
         broker_connection_retry_on_startup=True,
         # Redelivery of an unacked task after this long is harmless (the lease decides), but
         # should not happen before the lease itself expires.
-        broker_transport_options={"visibility_timeout": int(max(300, lease_ttl_s * 3))},
+        broker_transport_options={
+            "visibility_timeout": int(max(300, lease_ttl_s * 3)),
+            # A cut link must fail a publish or an ack within seconds, not hang until the
+            # link returns (seen in the network-partition drill): the member then stops
+            # scheduling and the reaper brings the leases back. Above kombu's 1 s BRPOP.
+            "socket_timeout": 10, "socket_connect_timeout": 5, "socket_keepalive": True,
+            "health_check_interval": 10,
+        },
         task_default_queue=f"{namespace}.fetch",
         trawl_redis_url=redis_url,
         trawl_namespace=namespace,
