@@ -172,7 +172,9 @@ def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
     summary["links"] = {k: v for k, v in sorted(stats.items())
                         if k.startswith("links_") or k.startswith("robots:")
                         or k in ("parse_errors", "deferred", "stale", "stale_messages",
-                                  "skipped_content_type")}
+                                  "skipped_content_type", "fenced", "over_host_cap",
+                                  "over_domain_budget", "trap_query_variants",
+                                  "soft404_pages", "soft404_hosts", "reprioritized")}
     summary["accounted"] = (summary["pages_fetched"] + summary["pages_failed"]
                             + summary["robots_blocked"] + summary["out_of_scope"])
     return summary
