@@ -136,12 +136,22 @@ class AdmitBatch(list[int]):
         super().__init__()
         self.domains: list[list[str]] = []
 
+    def woken(self, replies: Sequence[Any]) -> dict[int, float]:
+        """Partition -> earliest next-allowed time of a host the admission put into its
+        time heap (for :meth:`Frontier.queue_due_hints`)."""
+        out: dict[int, float] = {}
+        for p, reply in zip(self, replies, strict=True):
+            t = float(reply[7])
+            if t >= 0:
+                out[p] = t
+        return out
+
     def totals(self, replies: Sequence[Any]) -> AdmitResult:
         result = AdmitResult()
         for reply, domains in zip(replies, self.domains, strict=True):
             result.admitted += int(reply[0])
             result.rejected += int(reply[1])
-            for d, spent in zip(domains, reply[7:], strict=True):
+            for d, spent in zip(domains, reply[8:], strict=True):
                 if int(spent):
                     result.by_domain[d] = result.by_domain.get(d, 0) + int(spent)
         return result
@@ -165,6 +175,11 @@ class Frontier:
         self._complete = _load_script(client, "complete")
         self._reap = _load_script(client, "reap")
         self.fenced: set[int] = set()
+        #: Partition -> earliest time a host of it is due, or None, as of the last acquire.
+        self.next_due: dict[int, float | None] = {}
+        #: Due hints: partition -> a time from which it may have a due host that its last
+        #: acquire did not see (a completion or an admission since). A ZSET of its own slot.
+        self.due_key = f"{config.namespace}:due"
         self._begin = _load_script(client, "begin")
         self._claim = _load_script(client, "claim")
         self._release_partition = _load_script(client, "release_partition")
@@ -174,6 +189,7 @@ class Frontier:
         self._hget = _load_script(client, "hget")
         self._hincrby = _load_script(client, "hincrby")
         self._hgetall = _load_script(client, "hgetall")
+        self._take_due = _load_script(client, "take_due")
 
     def pipeline(self) -> SlotPipeline:
         """A pipeline for this frontier's scripts (one round trip per Redis node)."""
@@ -287,7 +303,8 @@ class Frontier:
         ``partitions`` maps partition -> owner value ("member|token") for fenced calls by a
         partition owner, or lists partitions (unfenced; tests and single-scheduler setups).
         Returns the leases and the earliest next-allowed time of any host still waiting.
-        Partitions whose ownership was lost are recorded in ``self.fenced``.
+        Partitions whose ownership was lost are recorded in ``self.fenced``; the earliest
+        next-allowed time of each partition's waiting hosts (None: none) in ``self.next_due``.
         """
         now = time.time() if now is None else now
         owners = _owners(range(self.partitions) if partitions is None else partitions)
@@ -299,11 +316,13 @@ class Frontier:
         leases: list[Lease] = []
         earliest: float | None = None
         self.fenced = set()
+        self.next_due = {}
         for p, reply in zip(owners, pipe.execute(), strict=True):
             first = float(reply[0])
             if first == -2:
                 self.fenced.add(p)
                 continue
+            self.next_due[p] = first if first >= 0 else None
             if first >= 0 and (earliest is None or first < earliest):
                 earliest = first
             for i in range(1, len(reply), 4):
@@ -364,6 +383,27 @@ class Frontier:
             pipe.script(self._reap, [self.keys.ready(p)],
                         [self.keys.prefix(p), now, max_per_partition, owner, self.mode])
         return sum(max(0, int(x)) for x in pipe.execute())
+
+    # -- due hints for the scheduler ---------------------------------------------------------
+    def queue_due_hints(self, pipe: Any, hints: Mapping[int, float]) -> None:
+        """Tell the partitions' scheduler a host may be due from these times (one ZADD).
+
+        Queued after the scripts that made the hosts due have replied (so on a cluster the
+        hint cannot overtake them); the scheduler acquires only partitions it knows or is
+        told have a due host, plus a sweep of all of them every ``SWEEP_S``.
+        """
+        if hints:
+            args: list[Any] = []
+            for p, t in hints.items():
+                args += [repr(t), p]
+            pipe.command("ZADD", self.due_key, "LT", *args)
+
+    def take_due(self, partitions: Iterable[int], now: float | None = None) -> set[int]:
+        """Hinted partitions among ``partitions`` with a hint time <= now (hints removed)."""
+        now = time.time() if now is None else now
+        pipe = self.pipeline()
+        pipe.script(self._take_due, [self.due_key], [now, *partitions])
+        return {int(p) for p in pipe.execute()[0]}
 
     # -- partition ownership ------------------------------------------------------------------
     def claim_partitions(self, member: str, partitions: Iterable[int],

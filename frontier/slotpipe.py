@@ -105,6 +105,8 @@ class SlotPipeline:
         self._n += 1
 
     def command(self, name: str, key: str, *args: Any) -> None:
+        """A redis-py pipeline method (``"hincrby"``), or a raw command when upper case
+        (``"ZADD", key, "LT", ...``)."""
         self._node(key).append(("c", name, key, args, self._n))
         self._n += 1
 
@@ -194,7 +196,9 @@ def _effective(group: list[tuple[Any, ...]]) -> LuaScript:
 
 def _queue(pipe: Any, group: list[tuple[Any, ...]]) -> None:
     call = group[0]
-    if call[0] == "c":
+    if call[0] == "c" and call[1].isupper():
+        pipe.execute_command(call[1], call[2], *call[3])
+    elif call[0] == "c":
         getattr(pipe, call[1])(call[2], *call[3])
     elif len(group) == 1:
         pipe.execute_command("EVALSHA", call[1].sha, len(call[2]), *call[2], *call[3])

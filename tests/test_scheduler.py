@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
+
 import kombu.exceptions
 import pytest
 import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
+from frontier.frontier import Entry
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
-from workers.scheduler import Scheduler
+from workers.scheduler import SWEEP_S, Scheduler
 
 
 def test_leases_go_back_when_the_broker_refuses_the_task(redis_client: redis.Redis) -> None:
@@ -28,3 +31,36 @@ def test_leases_go_back_when_the_broker_refuses_the_task(redis_client: redis.Red
     assert (st["queued"], st["inflight"], st["unsent"], st["deferred"]) == (6, 0, 1, 5)
     # the per-IP token went back too: the next (working) step may lease the IP again
     assert frontier.ip_acquire([("127.0.0.1", "probe")]) == [0.0]
+
+
+def test_due_hints_bring_partitions_back_between_sweeps(redis_client: redis.Redis,
+                                                        redis_server) -> None:
+    hosts = {f"h{i}.test": "127.0.0.1" for i in range(3)}
+    cfg = CrawlConfig(namespace="sched2", partitions=4, allow_private_ips=True,
+                      ip_concurrency=0, host_delay_s=0.0, static_hosts=hosts).validate()
+    frontier = init_crawl(redis_client, cfg, ["http://h0.test/"])
+    app = Celery("hints", broker=redis_server.url)
+    scheduler = Scheduler(redis_client, cfg, app)
+    assert scheduler.step().dispatched == 1  # the first step sweeps every partition
+
+    def admit(host: str) -> dict[int, float]:
+        pipe = frontier.pipeline()
+        url = f"http://{host}/"
+        batch = frontier.queue_admit(pipe, [(host, url, Entry(url))])
+        return batch.woken(pipe.execute())
+
+    woken = admit("h1.test")
+    assert list(woken) == [frontier.partition("h1.test")]
+    # unhinted, the new host waits for the next sweep ...
+    assert scheduler.step().dispatched == 0
+    pipe = frontier.pipeline()
+    frontier.queue_due_hints(pipe, woken)
+    pipe.execute()
+    # ... hinted, it goes out at the next step; the hint is used up
+    assert scheduler.step().dispatched == 1
+    assert redis_client.zcard(frontier.due_key) == 0
+    admit("h2.test")
+    assert scheduler.step().dispatched == 0
+    time.sleep(SWEEP_S + 0.05)
+    assert scheduler.step().dispatched == 1  # the sweep finds it anyway
+    assert frontier.stats()["inflight"] == 3

@@ -1,7 +1,9 @@
 """The scheduler: turns due hosts into Celery tasks, re-queues expired leases.
 
-Each step leases due hosts from every partition (one pipeline), passes them through the per-IP
-gate, and sends them as tasks of ``task_batch`` URLs of distinct hosts. The number of leases
+Each step leases due hosts from the partitions that have one (one batched script call: those
+whose last acquire said a host is due by now, those a worker hinted since, and every partition
+once per ``SWEEP_S``), passes them through the per-IP gate, and sends them as tasks of
+``task_batch`` URLs of distinct hosts. The number of leases
 out at once is bounded by ``max_inflight``, so the broker queue stays short and every task a
 worker receives is due now.
 """
@@ -9,6 +11,7 @@ worker receives is due now.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +24,11 @@ from frontier.frontier import Completion, Frontier, Lease, ip_token
 from workers.dns import CachingResolver, DNSError
 
 log = logging.getLogger(__name__)
+
+#: Every owned partition is acquired at least this often, hinted or not (a lost hint, a
+#: partition just taken over). Between sweeps a step acquires only the partitions whose last
+#: acquire said a host is due by now, or that a worker hinted (Frontier.queue_due_hints).
+SWEEP_S = 1.0
 
 
 @dataclass
@@ -47,6 +55,10 @@ class Scheduler:
         self.resolver = CachingResolver(ttl_s=config.dns_ttl_s, static=config.static_hosts,
                                         allow_private=config.allow_private_ips)
         self._last_reap = 0.0
+        #: partition -> earliest time one of its hosts is due, as far as we know (inf: none)
+        self._due: dict[int, float] = {}
+        self._swept = 0.0
+        self._swept_parts: frozenset[int] = frozenset()
         self._inflight = 0
         self._inflight_read = 0.0
         self.dispatched = 0
@@ -68,19 +80,34 @@ class Scheduler:
         if not owners:
             return StepResult(0, None)
         parts = list(owners)
+        sweep = now - self._swept >= SWEEP_S or self._swept_parts != frozenset(parts)
         if now - self._last_reap >= 1.0:
             reaped = self.frontier.reap(now, partitions=owners)
             if reaped:
                 log.warning("re-queued %d expired leases", reaped)
+                sweep = True
             self._last_reap = now
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
         if budget <= 0:
             return StepResult(0, None)
-        per_partition = max(1, -(-budget // len(parts)))
-        leases, earliest = self.frontier.acquire(per_partition, now, partitions=owners)
+        if sweep:
+            chosen = parts
+            self._swept, self._swept_parts = now, frozenset(parts)
+        else:
+            hinted = self.frontier.take_due(parts, now)
+            chosen = [p for p in parts if p in hinted or self._due.get(p, 0.0) <= now]
+            if not chosen:
+                return StepResult(0, self._earliest(parts))
+        per_partition = max(1, -(-budget // len(chosen)))
+        leases, _ = self.frontier.acquire(per_partition, now,
+                                          partitions={p: owners[p] for p in chosen})
+        for p, t in self.frontier.next_due.items():
+            self._due[p] = math.inf if t is None else t
+        for p in self.frontier.fenced:
+            self._due.pop(p, None)
         if not leases:
-            return StepResult(0, earliest)
+            return StepResult(0, self._earliest(parts))
         ips = [self._ip(lease) for lease in leases]
         granted = self._gate(leases, ips, now)
         size = self.config.task_batch
@@ -92,12 +119,23 @@ class Scheduler:
                 self._give_back(granted[start:], now)
                 raise
         self._inflight += len(leases)
-        return StepResult(len(granted), earliest)
+        return StepResult(len(granted), self._earliest(parts))
+
+    def _earliest(self, parts: list[int]) -> float | None:
+        t = min((self._due.get(p, 0.0) for p in parts), default=math.inf)
+        return None if t == math.inf else t
+
+    def _requeued(self, lease: Lease, at: float) -> None:
+        """We put a lease's URL back (deferred, unsent): its partition is due at ``at``."""
+        p = lease.partition
+        self._due[p] = min(self._due.get(p, math.inf), at)
 
     def _give_back(self, unsent: list[tuple[Lease, str | None]], now: float) -> None:
         """The broker refused a task: its leases go back to the head of their queues now
         (and their IP tokens are freed), instead of waiting out ``lease_ttl_s``. If Redis is
         away too, the leases simply expire and the reaper re-queues them."""
+        for lease, _ in unsent:
+            self._requeued(lease, now)
         try:
             pipe = self.frontier.pipeline()
             self.frontier.queue_complete(pipe, [
@@ -128,6 +166,7 @@ class Scheduler:
             if wait > 0:
                 deferred.append(Completion(lease, now + wait, "deferred", requeue=lease.entry,
                                            at_head=True))
+                self._requeued(lease, now + wait)
             else:
                 granted.append((lease, ip))
         if deferred:

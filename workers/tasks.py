@@ -13,7 +13,7 @@ from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_shutdown
 
-from frontier.frontier import Lease, ip_token
+from frontier.frontier import AdmitResult, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.celery_app import app
 from workers.context import close_context, get_context
@@ -59,7 +59,8 @@ def fetch(batch: list[list[Any]]) -> int:
 
 def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
                   stale: list[tuple[Lease, str | None]]) -> None:
-    """Records first, then links, completions, IP releases and counters in one pipeline.
+    """Records first, then links, completions, IP releases and counters in one pipeline;
+    then the scheduler's due hints (and budget counts) in a second one.
 
     Links are admitted before the lease completes, so the crawl never looks finished while a
     page's links are still on their way into the frontier.
@@ -97,14 +98,24 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     ] + [(ip, ip_token(lease), time.time()) for lease, ip in stale if ip])
     frontier.queue_counters(pipe, 0, counters)
     replies = pipe.execute()
-    if not batch:
-        return
-    totals = batch.totals(replies[:len(batch)])
-    if (ctx.config.max_pages and totals.admitted) or totals.by_domain:
-        pipe = frontier.pipeline()
-        if ctx.config.max_pages and totals.admitted:
-            pipe.command("incrby", frontier.keys.admitted_total, totals.admitted)
-        frontier.queue_domain_spent(pipe, totals.by_domain)
+    # Due hints for the partitions' scheduler: each completed host is due again at its next
+    # allowed time (if it has URLs left), each host an admission woke at the time it reported.
+    hints: dict[int, float] = {}
+    for res, _ip in results:
+        c = res.completion
+        hints[c.lease.partition] = min(hints.get(c.lease.partition, c.next_allowed),
+                                       c.next_allowed)
+    totals = AdmitResult()
+    if batch:
+        totals = batch.totals(replies[:len(batch)])
+        for p, t in batch.woken(replies[:len(batch)]).items():
+            hints[p] = min(hints.get(p, t), t)
+    pipe = frontier.pipeline()
+    frontier.queue_due_hints(pipe, hints)
+    if ctx.config.max_pages and totals.admitted:
+        pipe.command("incrby", frontier.keys.admitted_total, totals.admitted)
+    frontier.queue_domain_spent(pipe, totals.by_domain)
+    if len(pipe):
         pipe.execute()
 
 

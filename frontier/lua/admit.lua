@@ -12,7 +12,8 @@
 --   budgets: URLs each registered domain may still admit (IRLbot budget, computed by the
 --         caller); a new URL over its budget is not marked seen, so it may come back later.
 -- Returns {admitted, rejected, flags, over_host_cap, over_query_cap, over_budget,
---          reprioritized, per-budget admitted counts...}; flags: '1' new, '0' not admitted.
+--          reprioritized, woke, per-budget admitted counts...}; flags: '1' new, '0' not
+--          admitted; woke: earliest next-allowed time of a host put into r, or '-1'.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local mode = ARGV[3]
@@ -81,7 +82,9 @@ local function seen_test(bh, ih, set)
 end
 
 -- The host may be fetched: make sure it waits in the time heap r or, for priority queues,
--- sits in the due heap pr with its best URL's score.
+-- sits in the due heap pr with its best URL's score. `woke` = the earliest time of a host
+-- this call put into r (the scheduler's due hint, see Frontier.queue_due_hints).
+local woke = -1
 local function wake(host, q, score)
   if redis.call('HEXISTS', hb, host) == 1 then return end
   if mode ~= 'l' and redis.call('ZSCORE', pr, host) then
@@ -90,7 +93,9 @@ local function wake(host, q, score)
   end
   local nxt = tonumber(redis.call('HGET', hn, host) or now)
   if nxt < now then nxt = now end
-  redis.call('ZADD', ready, 'NX', nxt, host)
+  if redis.call('ZADD', ready, 'NX', nxt, host) == 1 and (woke < 0 or nxt < woke) then
+    woke = nxt
+  end
 end
 
 local i = base + 1 + 3 * nspec
@@ -176,6 +181,7 @@ if over_host > 0 then redis.call('HINCRBY', st, 'over_host_cap', over_host) end
 if over_query > 0 then redis.call('HINCRBY', st, 'trap_query_variants', over_query) end
 if over_budget > 0 then redis.call('HINCRBY', st, 'over_domain_budget', over_budget) end
 if reprio > 0 then redis.call('HINCRBY', st, 'reprioritized', reprio) end
-local out = {admitted, rejected, table.concat(flags), over_host, over_query, over_budget, reprio}
+local out = {admitted, rejected, table.concat(flags), over_host, over_query, over_budget, reprio,
+             tostring(woke)}
 for b = 1, nbud do out[#out + 1] = spent[b] end
 return out
