@@ -398,12 +398,16 @@ class Frontier:
                 args += [repr(t), p]
             pipe.command("ZADD", self.due_key, "LT", *args)
 
-    def take_due(self, partitions: Iterable[int], now: float | None = None) -> set[int]:
-        """Hinted partitions among ``partitions`` with a hint time <= now (hints removed)."""
+    def take_due(self, partitions: Iterable[int],
+                 now: float | None = None) -> tuple[set[int], float | None]:
+        """Hinted partitions among ``partitions`` with a hint time <= now (those hints are
+        removed), and the earliest later hint time of one of them (None: none)."""
         now = time.time() if now is None else now
         pipe = self.pipeline()
-        pipe.script(self._take_due, [self.due_key], [now, *partitions])
-        return {int(p) for p in pipe.execute()[0]}
+        pipe.script(self._take_due, [self.due_key], [repr(now), *partitions])
+        hinted, nxt = pipe.execute()[0]
+        later = float(nxt)
+        return {int(p) for p in hinted}, (later if later >= 0 else None)
 
     # -- partition ownership ------------------------------------------------------------------
     def claim_partitions(self, member: str, partitions: Iterable[int],

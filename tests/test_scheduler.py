@@ -64,3 +64,10 @@ def test_due_hints_bring_partitions_back_between_sweeps(redis_client: redis.Redi
     time.sleep(SWEEP_S + 0.05)
     assert scheduler.step().dispatched == 1  # the sweep finds it anyway
     assert frontier.stats()["inflight"] == 3
+    # a hint not due yet stays, and take_due says when it will be
+    pipe = frontier.pipeline()
+    frontier.queue_due_hints(pipe, {1: 50.0, 2: 40.0})
+    pipe.execute()
+    assert frontier.take_due([1, 3], now=10.0) == (set(), 50.0)
+    assert frontier.take_due([1, 2], now=45.0) == ({2}, 50.0)
+    assert frontier.take_due([1, 2], now=60.0) == ({1}, None)

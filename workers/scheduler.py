@@ -59,6 +59,8 @@ class Scheduler:
         self._due: dict[int, float] = {}
         self._swept = 0.0
         self._swept_parts: frozenset[int] = frozenset()
+        #: earliest hint time (not yet due) of an owned partition, from the last take_due
+        self._hint_next: float | None = None
         self._inflight = 0
         self._inflight_read = 0.0
         self.dispatched = 0
@@ -95,7 +97,7 @@ class Scheduler:
             chosen = parts
             self._swept, self._swept_parts = now, frozenset(parts)
         else:
-            hinted = self.frontier.take_due(parts, now)
+            hinted, self._hint_next = self.frontier.take_due(parts, now)
             chosen = [p for p in parts if p in hinted or self._due.get(p, 0.0) <= now]
             if not chosen:
                 return StepResult(0, self._earliest(parts))
@@ -122,7 +124,10 @@ class Scheduler:
         return StepResult(len(granted), self._earliest(parts))
 
     def _earliest(self, parts: list[int]) -> float | None:
+        """When a step next has work: the earliest due time we know of, or a hint's."""
         t = min((self._due.get(p, 0.0) for p in parts), default=math.inf)
+        if self._hint_next is not None:
+            t = min(t, self._hint_next)
         return None if t == math.inf else t
 
     def _requeued(self, lease: Lease, at: float) -> None:

@@ -1,15 +1,19 @@
 -- Take the scheduler's due hints of its own partitions: those hinted at or before now.
 -- KEYS[1] = <namespace>:due (ZSET partition -> time); ARGV: now, partitions...
--- Returns the hinted partitions among them; their hints are removed (a later hint adds them
--- again). Hints of partitions the caller does not own stay for their owner.
+-- Returns {hinted partitions among them, earliest later hint time of one of them or '-1'};
+-- the taken hints are removed (a later hint adds them again). Hints of partitions the
+-- caller does not own stay for their owner.
 local now = tonumber(ARGV[1])
-local hinted = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
-if #hinted == 0 then return {} end
 local mine = {}
 for i = 2, #ARGV do mine[ARGV[i]] = true end
 local out = {}
-for _, p in ipairs(hinted) do
+for _, p in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
   if mine[p] then out[#out + 1] = p end
 end
 if #out > 0 then redis.call('ZREM', KEYS[1], unpack(out)) end
-return out
+local later = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[1], '+inf', 'WITHSCORES')
+local nxt = '-1'
+for j = 1, #later, 2 do
+  if mine[later[j]] then nxt = later[j + 1]; break end
+end
+return {out, nxt}
