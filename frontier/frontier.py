@@ -486,7 +486,7 @@ class Frontier:
     def soft404_get(self, host: str) -> bytes | None:
         return self.r.get(self.keys.soft404(self.partition(host), host))
 
-    def soft404_set(self, host: str, data: str, ttl_s: float) -> None:
+    def soft404_set(self, host: str, data: bytes, ttl_s: float) -> None:
         self.r.set(self.keys.soft404(self.partition(host), host), data,
                    px=max(1, int(ttl_s * 1000)))
 

@@ -11,7 +11,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import redis
 
@@ -31,6 +33,7 @@ from workers.storage import RecordWriter, WarcWriter
 from workers.useragent import user_agent
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
 
 E_NO_CRAWL = (
     "No crawl named {ns!r} in Redis at {url}: start one with 'trawl crawl' (or 'trawl demo') "
@@ -45,79 +48,59 @@ def load_config(client: redis.Redis, namespace: str, url: str = "") -> CrawlConf
     return CrawlConfig.from_json(raw.decode())
 
 
-class Soft404Cache:
-    """Per-host soft-404 probes (workers/soft404.py): Redis, mirrored in the process."""
+class HostCache(Generic[V]):
+    """Per-host values kept in Redis with a TTL (robots.txt policies, soft-404 probes),
+    mirrored in the process for ``local_ttl_s`` so hot hosts cost no Redis read."""
 
-    def __init__(self, frontier: Frontier, local_ttl_s: float = 60.0) -> None:
-        self.frontier = frontier
+    def __init__(self, load: Callable[[str], bytes | None],
+                 store: Callable[[str, bytes, float], None],
+                 decode: Callable[[bytes], V | None], encode: Callable[[V], bytes],
+                 what: str, local_ttl_s: float = 60.0) -> None:
+        self._load, self._store = load, store
+        self._decode, self._encode = decode, encode
+        self.what = what
         self.local_ttl_s = local_ttl_s
-        self._local: dict[str, tuple[float, Soft404Probe]] = {}
+        self._local: dict[str, tuple[float, V]] = {}
         self._lock = threading.Lock()
 
-    def get(self, host: str) -> Soft404Probe | None:
+    def get(self, host: str) -> V | None:
+        """The host's value, or None when there is none (or an unreadable one: fetch again)."""
         now = time.monotonic()
         with self._lock:
             hit = self._local.get(host)
         if hit and hit[0] > now:
             return hit[1]
-        raw = self.frontier.soft404_get(host)
+        raw = self._load(host)
         if raw is None:
             return None
         try:
-            probe = Soft404Probe.from_json(raw)
+            value = self._decode(raw)
         except (ValueError, KeyError):
-            log.warning("unreadable soft-404 probe cached for %s: probing again", host)
+            log.warning("unreadable %s cached for %s: fetching it again", self.what, host)
             return None
-        if probe is not None:
-            self._remember(host, probe, self.local_ttl_s)
-        return probe
+        if value is not None:
+            self._remember(host, value, self.local_ttl_s)
+        return value
 
-    def put(self, probe: Soft404Probe, ttl_s: float) -> None:
-        self.frontier.soft404_set(probe.host, probe.to_json(), ttl_s)
-        self._remember(probe.host, probe, min(ttl_s, self.local_ttl_s))
+    def put(self, host: str, value: V, ttl_s: float) -> None:
+        self._store(host, self._encode(value), ttl_s)
+        self._remember(host, value, min(ttl_s, self.local_ttl_s))
 
-    def _remember(self, host: str, probe: Soft404Probe, ttl: float) -> None:
+    def _remember(self, host: str, value: V, ttl: float) -> None:
         with self._lock:
             if len(self._local) > 50_000:
                 self._local.clear()
-            self._local[host] = (time.monotonic() + ttl, probe)
+            self._local[host] = (time.monotonic() + ttl, value)
 
 
-class RobotsCache:
-    """In-process mirror of the Redis robots cache, so hot hosts cost no Redis read."""
+def robots_cache(frontier: Frontier) -> HostCache[RobotsPolicy]:
+    return HostCache(frontier.robots_get, frontier.robots_set, RobotsPolicy.from_bytes,
+                     RobotsPolicy.to_bytes, "robots.txt policy")
 
-    def __init__(self, frontier: Frontier, local_ttl_s: float = 60.0) -> None:
-        self.frontier = frontier
-        self.local_ttl_s = local_ttl_s
-        self._local: dict[str, tuple[float, RobotsPolicy]] = {}
-        self._lock = threading.Lock()
 
-    def get(self, host: str) -> RobotsPolicy | None:
-        now = time.monotonic()
-        with self._lock:
-            hit = self._local.get(host)
-        if hit and hit[0] > now:
-            return hit[1]
-        raw = self.frontier.robots_get(host)
-        if raw is None:
-            return None
-        try:
-            policy = RobotsPolicy.from_bytes(raw)
-        except ValueError:
-            log.warning("unreadable robots cache entry for %s: refetching", host)
-            return None
-        self._remember(host, policy)
-        return policy
-
-    def put(self, host: str, policy: RobotsPolicy, ttl_s: float) -> None:
-        self.frontier.robots_set(host, policy.to_bytes(), ttl_s)
-        self._remember(host, policy, min(ttl_s, self.local_ttl_s))
-
-    def _remember(self, host: str, policy: RobotsPolicy, ttl: float | None = None) -> None:
-        with self._lock:
-            if len(self._local) > 50_000:
-                self._local.clear()
-            self._local[host] = (time.monotonic() + (ttl or self.local_ttl_s), policy)
+def soft404_cache(frontier: Frontier) -> HostCache[Soft404Probe]:
+    return HostCache(frontier.soft404_get, frontier.soft404_set, Soft404Probe.from_json,
+                     lambda probe: probe.to_json().encode(), "soft-404 probe")
 
 
 class WorkerContext:
@@ -141,8 +124,8 @@ class WorkerContext:
             allowed_content_types=tuple(cfg.allowed_content_types),
             allow_private=cfg.allow_private_ips,
         )
-        self.robots = RobotsCache(self.frontier)
-        self.soft404 = Soft404Cache(self.frontier)
+        self.robots = robots_cache(self.frontier)
+        self.soft404 = soft404_cache(self.frontier)
         self.dedup = DedupService(self.client, cfg.namespace,
                                   DedupConfig(**{"enabled": cfg.dedup_enabled,
                                                  **cfg.dedup_settings}))

@@ -121,12 +121,12 @@ def _probe_soft404(ctx: WorkerContext, lease: Lease, ip: str | None,
     target = probe_url(origin)
     if not policy.allowed(target, ROBOTS_TOKEN):
         # robots.txt keeps us out of the probe path: no probe, pages judged as they come.
-        ctx.soft404.put(Soft404Probe(lease.host, 0), cfg.robots_ttl_s)
+        ctx.soft404.put(lease.host, Soft404Probe(lease.host, 0), cfg.robots_ttl_s)
         return _process(ctx, lease, ip)
     start = time.time()
     probe = run_probe(ctx.fetcher, origin, ip, url=target)
     end = time.time()
-    ctx.soft404.put(probe, cfg.robots_ttl_s if probe.status is not None
+    ctx.soft404.put(lease.host, probe, cfg.robots_ttl_s if probe.status is not None
                     else cfg.robots_error_ttl_s)
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), end - start)
     result = LeaseResult(Completion(lease, end + delay, "soft404_probes", requeue=lease.entry,
