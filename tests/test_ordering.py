@@ -1,7 +1,11 @@
 """Crawl ordering against the sandbox's PageRank ground truth (issue 6), small scale.
 
 The full figure (3 generator seeds, 200 hosts x 100 pages) is ``bench/ordering``; this runs
-the same script on one smaller web so a change that breaks a priority fails CI.
+the same script on smaller webs so a change that breaks a priority fails CI. A crawl's order
+depends on timing (two workers, eight threads), so one seed's figures move by ~0.03 from run to
+run: the test compares means over two seeds (measured 2026-12-03, seeds 5 and 7: opic - bfs
+0.065 and 0.144, indegree - bfs 0.144 and 0.190, bfs - random 0.259 and 0.224), with a margin
+that a broken priority (one that behaves like bfs or random) cannot clear.
 """
 
 from __future__ import annotations
@@ -15,19 +19,22 @@ import pytest
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent
+SEEDS = ["5", "7"]
+MARGIN = 0.03
 
 
 def test_indegree_and_opic_beat_bfs_which_beats_random(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "ordering.py"), "--seeds", "5", "--hosts", "60",
+        [sys.executable, str(ROOT / "bench" / "ordering.py"), "--seeds", *SEEDS, "--hosts", "60",
          "--pages-per-host", "50", "--out", str(tmp_path), "--timeout", "120"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT)
+        capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     res = json.loads((tmp_path / "ordering.json").read_text())
-    per = res["seeds"]["5"]["orderings"]
-    share = {o: per[o]["top10_share_at"] for o in per}
+    runs = [res["seeds"][s]["orderings"] for s in SEEDS]
+    for per in runs:
+        assert all(per[o]["complete"] for o in per), per
+    share = {o: sum(per[o]["top10_share_at"] for per in runs) / len(runs) for o in runs[0]}
     print(share)
-    assert all(per[o]["complete"] for o in per), per
-    assert share["indegree"] > share["bfs"] + 0.05
-    assert share["opic"] > share["bfs"] + 0.05
-    assert share["bfs"] > share["random"] + 0.05
+    assert share["indegree"] > share["bfs"] + MARGIN
+    assert share["opic"] > share["bfs"] + MARGIN
+    assert share["bfs"] > share["random"] + MARGIN
