@@ -351,7 +351,7 @@ class Bench:
             return
         raw = self.work / "worker.pyspy.raw"
         cmd = [str(TRAWL_PY.parent / "py-spy"), "record", "-p", str(workers[0]), "-d",
-               str(int(self.profile_s)), "-f", "raw", "-o", str(raw), "--nonblocking", "-r", "100"]
+               str(int(self.profile_s)), "-f", "raw", "-o", str(raw), "--nonblocking", "--gil", "-r", "100"]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0 or not raw.exists():
             print(f"  (profile failed: {res.stderr.strip()[-300:]})", flush=True)
@@ -361,7 +361,7 @@ class Bench:
 
         assert self.profile_path is not None
         self.profile_path.write_text(summarize(raw.read_text(), header=(
-            f"py-spy record of one Trawl worker ({self.profile_s:.0f} s, 100 Hz, --nonblocking) "
+            f"py-spy record of one Trawl worker ({self.profile_s:.0f} s, 100 Hz, --nonblocking --gil: only the thread holding the GIL is sampled, so samples are CPU, not waits) "
             f"during bench/run on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}.\n"
             f"Trawl: {self.procs} workers x {self.threads} threads, delay {self.delay_s} s.\n")))
         print(f"  profile summary written to {self.profile_path}", flush=True)
