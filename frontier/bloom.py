@@ -1,16 +1,18 @@
 """Sizing and hashing of the scalable Bloom filter behind the URL-seen test.
 
 *Classic* k-bit filter over each layer's whole bitmap, with enhanced double hashing (Dillinger
-& Manolios 2004: x = h1, y = h2; offset_i = x; x += y; y += i, all mod m): a test-and-set is
-still one ``BITFIELD`` command (k ``SET u1`` ops that return the old bits) inside the admission
-script, since BITFIELD takes any offsets of one key. Until 2026-12 the filter was *blocked*
-(all k bits in one 512-bit block, Putze, Sanders & Singler 2007). Blocking buys cache locality
-in RAM-resident C filters, but nothing in Redis, where a command's cost does not depend on
-where its offsets lie, and the uneven load of the blocks (Poisson) costs a few % more bits for
-the same rate: 1.237 B/URL against 1.198 B/URL at 1%, which the allocator's rounding of the
-bitmap to whole pages (4 KiB) turned into 1.258 B/URL, over issue 7's 1.25 (the classic
-layer of a 156,250-URL partition takes 46 pages, 1.206 B/URL). :func:`blocked_fp_rate` is
-kept to show the difference.
+& Manolios 2004: x = h1, y = h2; offset_i = x; x += y; y += i, all mod m): the admission
+script tests-and-sets the links of a whole call with a few ``BITFIELD`` commands (k ``SET u1``
+ops per link, which return the old bits), since BITFIELD takes any offsets of one key.
+Until 2026-12 the filter was *blocked* (all k bits in one 512-bit block, Putze, Sanders &
+Singler 2007); the uneven load of the blocks (Poisson) costs a few % more bits for the same
+rate: 1.237 B/URL against 1.198 B/URL at 1%, which the allocator's rounding of the bitmap to
+whole pages (4 KiB) turned into 1.258 B/URL, over issue 7's 1.25 (the classic layer of a
+156,250-URL partition takes 46 pages, 1.206 B/URL). :func:`blocked_fp_rate` is kept to show
+the difference. Measured since (Redis 6.2 Lua, 2026-12-03): a script's cost is mostly its
+calls' arguments (~150 ns each), so testing a blocked filter with one GETRANGE of the block
+and bit tests in Lua costs ~1.0 us a link against ~3.7 us for k BITFIELD GET ops; with 2048-bit
+blocks it would take 1.212 B/URL at 1%. Not done: a layout change breaks resuming old crawls.
 
 Each layer's bitmap is allocated at its full size when it is first used (admit.lua): grown bit
 by bit, Redis's greedy string growth would over-allocate it by up to 2x.

@@ -98,11 +98,81 @@ local function wake(host, q, score)
   end
 end
 
-local i = base + 1 + 3 * nspec
+local first = base + 1 + 3 * nspec
 local n = #ARGV
+
+-- Without budgets, the whole call's URL-seen test is done up front, a few BITFIELD calls of
+-- up to MAXB links each per layer instead of one call per link and layer: a call from Lua
+-- costs several microseconds whatever it carries, the ops in it well under one each (issue
+-- 7). One BITFIELD runs its ops in order, so a URL twice in a batch is new the first time
+-- and seen the second, as with one call per link. Budgets make a link's test depend on what
+-- was admitted before it in the batch, so with budgets the test stays per link (seen_test).
+local MAXB = 200  -- links per BITFIELD: 4k arguments each; Lua's unpack stops near 8000
+local batched = nbud == 0
+local seen_before = {}  -- link number -> true: all its bits were set before its test
+local function test_bits(l, op, list, upto)
+  local key, k, m = prefix .. 'b' .. l, ks[l], bits[l]
+  local s = 1
+  while s <= upto do
+    local e = math.min(upto, s + MAXB - 1)
+    local j = 0
+    for t = s, e do
+      local a = first + 6 * (list[t] - 1)
+      local x, y = tonumber(ARGV[a + 2]) % m, tonumber(ARGV[a + 3]) % m
+      for r = 0, k - 1 do
+        args[j + 1] = op; args[j + 2] = 'u1'; args[j + 3] = x
+        if op == 'SET' then args[j + 4] = 1; j = j + 4 else j = j + 3 end
+        x = (x + y) % m
+        y = (y + r) % m
+      end
+    end
+    local got = redis.call('BITFIELD', key, unpack(args, 1, j))
+    local g = 0
+    for t = s, e do
+      local all = true
+      for b = g + 1, g + k do if got[b] == 0 then all = false; break end end
+      g = g + k
+      if all then seen_before[list[t]] = true end
+    end
+    s = e + 1
+  end
+end
+local function unseen(list, from)
+  local out = {}
+  for t = from, #list do
+    if not seen_before[list[t]] then out[#out + 1] = list[t] end
+  end
+  return out
+end
+if batched then
+  local pending = {}
+  for j = 1, (n - first + 1) / 6 do pending[j] = j end
+  for l = 0, layer - 1 do
+    test_bits(l, 'GET', pending, #pending)
+    pending = unseen(pending, 1)
+  end
+  while #pending > 0 do
+    -- At most the layer's room in one go, so a full layer is closed where it filled up.
+    local upto = #pending
+    if layer + 1 < nspec then upto = math.min(upto, math.max(1, caps[layer] - fill)) end
+    test_bits(layer, 'SET', pending, upto)
+    for t = 1, upto do if not seen_before[pending[t]] then fill = fill + 1 end end
+    local rest = {}
+    for t = upto + 1, #pending do rest[#rest + 1] = pending[t] end
+    if fill >= caps[layer] and layer + 1 < nspec then
+      layer = layer + 1; fill = 0; alloc(layer)
+      test_bits(layer - 1, 'GET', rest, #rest)
+      rest = unseen(rest, 1)
+    end
+    pending = rest
+  end
+end
+
+local i = first
+local link = 0
 while i <= n do
+  link = link + 1
   local host, entry = ARGV[i], ARGV[i + 1]
-  local bh, ih = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local prio = tonumber(ARGV[i + 4])
   local bi = tonumber(ARGV[i + 5])
   local url
@@ -111,7 +181,12 @@ while i <= n do
   end
   -- A URL over its domain's budget is tested without setting its bits.
   local capped = bi and budget[bi] - spent[bi] <= 0
-  local seen = seen_test(bh, ih, not capped)
+  local seen
+  if batched then
+    seen = seen_before[link] or false
+  else
+    seen = seen_test(tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]), not capped)
+  end
   local why, qkey = nil, nil
   if seen then
     why = 'seen'
@@ -139,7 +214,7 @@ while i <= n do
       over_query = over_query + 1
     end
   end
-  if not seen then
+  if not seen and not batched then
     -- Counted even when a cap refuses the URL: its bits are set, it is not coming back.
     if not capped then
       fill = fill + 1
