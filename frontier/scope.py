@@ -185,13 +185,27 @@ class Scope:
     def check(self, url: str, host: str, depth: int) -> str | None:
         """None if the canonical ``url`` (of politeness key ``host``, at link ``depth``) is
         admitted, else the reason (one of :data:`REASONS`)."""
+        return self.with_depth(self.url_reasons(url, host), depth)
+
+    def url_reasons(self, url: str, host: str) -> tuple[str | None, str | None]:
+        """The depth-independent part of :meth:`check`, which a worker may cache per URL:
+        (reason checked before the depth, reason checked after it)."""
         if self.max_url_length and len(url) > self.max_url_length:
-            return "url_too_long"
+            return "url_too_long", None
         reason = self.host_reason(host)
         if reason:
-            return reason
+            return reason, None
+        return None, self._url_reason(url)
+
+    def with_depth(self, reasons: tuple[str | None, str | None], depth: int) -> str | None:
+        """:meth:`check`'s answer from :meth:`url_reasons` and the link's depth."""
+        if reasons[0]:
+            return reasons[0]
         if self.max_depth and depth > self.max_depth:
             return "too_deep"
+        return reasons[1]
+
+    def _url_reason(self, url: str) -> str | None:
         for p in self.deny_patterns:
             if p.search(url):
                 return "deny_pattern"

@@ -173,3 +173,29 @@ def test_invalid_regex_names_setting_and_pattern(setting: str) -> None:
 def test_config_error_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         Scope([], 0, deny_url_patterns=["*"])
+
+
+def test_cached_url_reasons_give_check_answer_at_every_depth() -> None:
+    """Workers memoize url_reasons per link (workers.context.LinkMemo) and add the depth
+    later: that must answer exactly as check, reason order included."""
+    s = scope(max_depth=3, max_url_length=60, allowed_domains=["example.com"],
+              deny_url_patterns=[r"/private/"], max_path_segments=6)
+    urls = ["http://example.com/a", "http://other.net/a", "http://example.com/private/x",
+            "http://example.com/" + "x" * 80, "http://other.net/" + "y" * 80,
+            "http://example.com/1/2/3/4/5/6/7/8", "http://www.example.com/ok?q=1"]
+    for raw in urls:
+        url = canonicalize(raw)
+        reasons = s.url_reasons(url, host_of(url))
+        for depth in (0, 3, 4):
+            assert s.with_depth(reasons, depth) == s.check(url, host_of(url), depth), (raw, depth)
+
+
+def test_link_memo_is_bounded() -> None:
+    from workers.context import LinkMemo
+
+    memo = LinkMemo(size=3)
+    for i in range(3):
+        memo.put(f"u{i}", (f"u{i}", "h", (None, None)))
+    assert memo.get("u0") is not None
+    memo.put("u3", ("u3", "h", (None, None)))  # full: dropped whole, then stored
+    assert memo.get("u0") is None and memo.get("u3") == ("u3", "h", (None, None))

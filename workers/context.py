@@ -103,6 +103,27 @@ def soft404_cache(frontier: Frontier) -> HostCache[Soft404Probe]:
                      lambda probe: probe.to_json().encode(), "soft-404 probe")
 
 
+class LinkMemo:
+    """Resolved link -> (canonical URL, host, Scope.url_reasons) for the links of a worker's
+    pages. Most links of a site are its navigation, on every page: in the bench's sandbox
+    web 8,038 distinct links among 66,236 (800 pages), so canonicalization + scope (5.9 us a
+    link, issue 7's profile) mostly repeats itself. Dropped whole when full, like the scope's
+    host memo; dict get/set are atomic, so the Celery threads share one without a lock.
+    """
+
+    def __init__(self, size: int = 100_000) -> None:
+        self.size = size
+        self._memo: dict[str, tuple[str, str, tuple[str | None, str | None]]] = {}
+
+    def get(self, href: str) -> tuple[str, str, tuple[str | None, str | None]] | None:
+        return self._memo.get(href)
+
+    def put(self, href: str, value: tuple[str, str, tuple[str | None, str | None]]) -> None:
+        if len(self._memo) >= self.size:
+            self._memo.clear()
+        self._memo[href] = value
+
+
 class WorkerContext:
     def __init__(self, redis_url: str, namespace: str) -> None:
         self.redis_url = redis_url
@@ -112,6 +133,7 @@ class WorkerContext:
         self.frontier = Frontier(self.client, cfg)
         self.scope = Scope.from_config(cfg)
         self.strip = ParamStripper(cfg.session_id_params)
+        self.links = LinkMemo()
         #: Canonical URLs longer than this are invalid links (0 = the canonicalizer's cap).
         self.max_url_length = cfg.max_url_length or DEFAULT_MAX_LENGTH
         self.resolver = CachingResolver(ttl_s=cfg.dns_ttl_s, static=cfg.static_hosts,

@@ -242,14 +242,21 @@ def _admit_redirect(ctx: WorkerContext, result: LeaseResult, entry: Entry, locat
 def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entry,
               base: str | None = None) -> str | None:
     """Canonicalize and scope-check one link; queue it for admission. Returns the URL."""
-    try:
-        url = canonicalize(href, base, max_length=ctx.max_url_length, strip=ctx.strip)
-    except InvalidURL as exc:
-        result.counters["links_invalid"] += 1
-        log.debug("bad link %r: %s", href[:200], exc.reason)
-        return None
-    host = host_of(url)
-    reason = ctx.scope.check(url, host, template.depth)
+    known = ctx.links.get(href) if base is None else None
+    if known is None:
+        try:
+            url = canonicalize(href, base, max_length=ctx.max_url_length, strip=ctx.strip)
+        except InvalidURL as exc:
+            result.counters["links_invalid"] += 1
+            log.debug("bad link %r: %s", href[:200], exc.reason)
+            return None
+        host = host_of(url)
+        reasons = ctx.scope.url_reasons(url, host)
+        if base is None:
+            ctx.links.put(href, (url, host, reasons))
+    else:
+        url, host, reasons = known
+    reason = ctx.scope.with_depth(reasons, template.depth)
     if reason:
         result.counters[f"links_{reason}"] += 1
         return None
