@@ -53,7 +53,7 @@ def page_features(doc: Any, config: DedupConfig,
     if len(toks) < config.min_tokens or not toks:
         return None
     fp = xxhash.xxh3_128_digest(b" ".join(toks))
-    return fp, hasher.signature(shingle_hashes(toks, config.shingle_w)), len(toks)
+    return fp, hasher.signature(shingle_hashes(toks, config.shingle_w, unique=False)), len(toks)
 
 
 class DedupService:

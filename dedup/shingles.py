@@ -22,10 +22,12 @@ def token_hashes(tokens: list[bytes]) -> np.ndarray:
                        count=len(tokens))
 
 
-def shingle_hashes(tokens: list[bytes], w: int = 4) -> np.ndarray:
+def shingle_hashes(tokens: list[bytes], w: int = 4, unique: bool = True) -> np.ndarray:
     """Sorted unique uint32 hashes of the word w-shingles of ``tokens``.
 
     Fewer than ``w`` tokens give one shingle of all of them; no tokens give an empty array.
+    ``unique=False`` skips the sort: the hashes in text order, repeats kept, which is all a
+    MinHash signature needs (a minimum does not see repeats) and ~0.1 ms less a page.
     """
     if w < 1:
         raise ValueError(f"shingle width w={w} must be >= 1")
@@ -44,7 +46,8 @@ def shingle_hashes(tokens: list[bytes], w: int = 4) -> np.ndarray:
         acc ^= acc >> _S29
         acc *= _MIX
         acc >>= _S32
-    return np.unique(acc.astype(np.uint32))
+    out = acc.astype(np.uint32)
+    return np.unique(out) if unique else out
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

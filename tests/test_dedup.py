@@ -54,6 +54,14 @@ def test_shingles() -> None:
     assert jaccard(a, b) == pytest.approx(6 / 7)
 
 
+def test_signature_of_shingles_with_repeats_is_the_signature_of_the_set() -> None:
+    words = normalize_text("the cat sat on the mat and the cat sat on the mat again " * 20)
+    hasher = MinHasher(128, 1)
+    raw, uniq = shingle_hashes(words, 4, unique=False), shingle_hashes(words, 4)
+    assert len(raw) > len(uniq)
+    assert np.array_equal(hasher.signature(raw), hasher.signature(uniq))
+
+
 def test_signatures_are_seeded_and_match_datasketch() -> None:
     s = shingle_hashes([f"w{i}".encode() for i in range(300)])
     t = shingle_hashes([f"w{i}".encode() for i in range(30, 330)])
