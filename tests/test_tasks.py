@@ -42,3 +42,60 @@ def test_stale_and_malformed_messages_are_skipped_and_counted(
     assert frontier.stats()["queued"] == 1
     assert not list((tmp_path / "records").glob("*.jsonl")) or not any(
         p.read_text() for p in (tmp_path / "records").glob("*.jsonl"))
+
+
+def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
+        tmp_path: Path) -> None:
+    """Links this worker already had answered go to Redis once (Mercator's cache in front of
+    the URL-seen test); a Redis that restarted (new run_id, here with its data lost) gets
+    them again, so the memo never hides a URL the server no longer has."""
+    from frontier.frontier import Completion, Entry
+    from frontier.redisserver import free_port
+    from workers.pipeline import LeaseResult
+    from workers.tasks import apply_results
+
+    port = free_port()
+    srv = EmbeddedRedis(tmp_path / "redis", port=port).start()
+    hosts = {"a.test": "192.0.2.1", "b.test": "192.0.2.2", "c.test": "192.0.2.3"}
+    cfg = CrawlConfig(namespace="memo1", partitions=4, output_dir=str(tmp_path),
+                      static_hosts=hosts).validate()
+    nav = [("a.test", f"http://a.test/nav/{i}", Entry(f"http://a.test/nav/{i}", 1))
+           for i in range(10)]
+    try:
+        client = redis.Redis(host=srv.host, port=port)
+        frontier = init_crawl(client, cfg, ["http://a.test/", "http://b.test/"])
+        configure(srv.url, cfg.namespace)
+        context.close_context()
+        ctx = context.get_context(srv.url, cfg.namespace)
+        assert ctx.seen is not None
+        leases, _ = frontier.acquire(10)
+        assert len(leases) == 2
+        now = time.time()
+        apply_results(ctx, [(LeaseResult(Completion(leases[0], now, "fetched"), links=nav),
+                             None)], [])
+        assert len(ctx.seen) == 10
+        new = ("b.test", "http://b.test/x", Entry("http://b.test/x", 1))
+        apply_results(ctx, [(LeaseResult(Completion(leases[1], now, "fetched"),
+                                         links=[*nav, new]), None)], [])
+        st = frontier.stats()
+        assert st["seen_memo_hits"] == 10 and st["seen_rejected"] == 10
+        assert st["admitted"] == 2 + 10 + 1 and st["queued"] == 11
+
+        srv.stop()  # no persistence: the restarted server has lost everything
+        srv = EmbeddedRedis(tmp_path / "redis", port=port).start()
+        client = redis.Redis(host=srv.host, port=port)
+        frontier = init_crawl(client, cfg, ["http://c.test/"])
+        (lease_c,), _ = frontier.acquire(10)
+        for attempt in range(2):  # the first call may meet the dead pooled connection
+            try:
+                apply_results(ctx, [(LeaseResult(Completion(lease_c, time.time(), "fetched"),
+                                                 links=nav), None)], [])
+                break
+            except redis.exceptions.ConnectionError:
+                assert attempt == 0
+        st = frontier.stats()
+        assert st["admitted"] == 1 + 10 and st["queued"] == 10, st  # all 10 back in
+        assert st.get("seen_memo_hits", 0) == 0
+    finally:
+        context.close_context()
+        srv.stop()

@@ -11,11 +11,12 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Generic, TypeVar
 
 import redis
+from redis.cluster import RedisCluster
 
 from dedup.config import DedupConfig
 from dedup.service import DedupService
@@ -124,6 +125,46 @@ class LinkMemo:
         self._memo[href] = value
 
 
+class SeenMemo:
+    """Canonical URLs the URL-seen test already holds, as this worker process learned from
+    its own admissions: Mercator's cache in front of the URL-seen test. A page's links are
+    mostly its site's navigation, the same on every page, so most links need no trip to
+    Redis (no arguments to pack and send, no Lua test: issue 7).
+
+    Only sound where a seen link has no effect but being dropped: bfs and random orderings
+    (indegree and opic count it), no domain budgets (a URL over budget is not marked seen),
+    one Redis server. A server that restarted may have lost the last admissions (AOF), so
+    entries are tied to the ``run_id`` of the server that answered them: see
+    ``workers.tasks.apply_results``. Two generations of ``size`` URLs: when the newer fills
+    up the older is dropped, so the URLs in use stay.
+    """
+
+    def __init__(self, size: int = 50_000) -> None:
+        self.size = size
+        self.server: str | None = None
+        self._new: set[str] = set()
+        self._old: set[str] = set()
+
+    def __contains__(self, url: str) -> bool:
+        return url in self._new or url in self._old
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
+
+    def add(self, urls: Iterable[str], server: str) -> None:
+        """``urls`` were answered (admitted or seen) by the server whose run_id is ``server``."""
+        if server != self.server:
+            self.clear()
+            self.server = server
+        for url in urls:
+            if len(self._new) >= self.size:
+                self._old, self._new = self._new, set()
+            self._new.add(url)
+
+    def clear(self) -> None:
+        self._new, self._old, self.server = set(), set(), None
+
+
 class WorkerContext:
     def __init__(self, redis_url: str, namespace: str) -> None:
         self.redis_url = redis_url
@@ -134,6 +175,9 @@ class WorkerContext:
         self.scope = Scope.from_config(cfg)
         self.strip = ParamStripper(cfg.session_id_params)
         self.links = LinkMemo()
+        self.seen = (SeenMemo() if cfg.ordering in ("bfs", "random")
+                     and not self.frontier.budgets_on
+                     and not isinstance(self.client, RedisCluster) else None)
         #: Canonical URLs longer than this are invalid links (0 = the canonicalizer's cap).
         self.max_url_length = cfg.max_url_length or DEFAULT_MAX_LENGTH
         self.resolver = CachingResolver(ttl_s=cfg.dns_ttl_s, static=cfg.static_hosts,
