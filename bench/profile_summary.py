@@ -18,6 +18,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                                                "poll (selectors.py", "sleep")),
     ("warc write (gzip)", ("warcio", "storage.py", "gzip", "zlib")),
     ("robots (protego)", ("protego", "robots.py")),
+    ("near-duplicate check (text, shingles, MinHash, LSH)", ("dedup/",)),
     ("parse (lxml)", ("parse.py", "lxml")),
     ("canonicalize (ada-url + rules)", ("urls.py", "ada_url", "scope.py")),
     ("bloom/url hash", ("bloom.py", "xxhash")),
@@ -54,10 +55,10 @@ def summarize(raw: str, header: str = "") -> str:
             stage_n["other"] += n
     busy = total - stage_n["idle (thread waits, queue get, sleep)"]
     out = [header.rstrip(), "", f"samples: {total} (all threads); non-idle: {busy}", "",
-           "stage (innermost matching frame)            % of non-idle   % of all"]
+           "stage (innermost matching frame)                       % of non-idle   % of all"]
     for stage, n in stage_n.most_common():
         share = f"{100 * n / busy:6.1f}%" if "idle" not in stage and busy else "      -"
-        out.append(f"  {stage:<44} {share}   {100 * n / max(1, total):6.1f}%")
+        out.append(f"  {stage:<55} {share}   {100 * n / max(1, total):6.1f}%")
     out += ["", "top 25 leaf frames (self samples, % of all):"]
     for frame, n in self_n.most_common(25):
         out.append(f"  {100 * n / max(1, total):5.1f}%  {frame[:140]}")
