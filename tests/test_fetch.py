@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import shutil
 import socket
 import ssl
@@ -18,7 +19,10 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+import requests
+import urllib3.util
 
+import workers.fetch as fetch_mod
 from workers.dns import CachingResolver
 from workers.fetch import ROBOTS_MAX_BYTES, Fetcher
 from workers.useragent import user_agent
@@ -77,8 +81,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/notype":
             self._send(200, b"no type", None)
         elif path == "/redirect":
-            self._send(int(q.get("code", "301")), b"<a>moved</a>", "text/html",
-                       {"Location": q["to"]})
+            body = b"x" * int(q["n"]) if "n" in q else b"<a>moved</a>"
+            self._send(int(q.get("code", "301")), body, "text/html", {"Location": q["to"]})
         elif path == "/sleep":
             time.sleep(float(q["s"]))
             self._send(200, b"late")
@@ -533,4 +537,99 @@ def test_https_sni_and_cert_use_host_name(tls_server: tuple[Server, Path]) -> No
     # Same IP under a name the certificate does not cover: verification must fail.
     r = f.fetch(f"https://b.sandbox.test:{s.port}/echo")
     assert r.error == "tls_error", (r.error, r.error_detail)
+    f.close()
+
+
+# --- behaviours kept from the requests-based fetcher ----------------------------------------
+def _requests_target(url: str) -> tuple[str, str, int | None, str]:
+    """What the requests-based fetcher sent: PreparedRequest's URL, its host/port, path_url."""
+    prep = requests.Request("GET", url).prepare()
+    assert prep.url is not None
+    parsed = urllib3.util.parse_url(prep.url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(url)
+    return parsed.scheme, parsed.host, parsed.port, prep.path_url
+
+
+def _ours(url: str) -> tuple[str, str, int | None, str]:
+    return tuple(fetch_mod._prepare_url(url))  # type: ignore[return-value]
+
+
+def test_url_preparation_matches_requests() -> None:
+    urls = [
+        "http://h000.sandbox.test:8080/a/b.html", "https://x.test", "http://x.test/?",
+        "http://x.test:80/p?q=1&r=/?s", "http://X.Test/A", "HTTP://x.test/", "  http://x.test/",
+        "http://x.test/a/../b/./c", "http://x.test/.well-known/x", "http://x.test/a/..",
+        "http://x.test/a%41/%2E%2E/b?x=%7e y#f", "http://x.test/x%zz#%41", "http://x.test/ü?q=ü",
+        "http://bücher.test/", "http://user:pw@x.test/p", "http://x.test:0/", "http://x.test:080/",
+        "http://x.test:65535/", "http://[::1]:8080/x", "http://1.2.3.4/", "http://x.test./",
+        "http://x.test/a b", "http://x.test/~u/", "http://x.test/#frag", "http://x.test/p;a=b",
+        "http://x.test//double//slash", "http://a%41.test/", "http://x.test/%7E%41%2F",
+    ]
+    rng = random.Random(7)
+    pieces = ["a", "Z", "0", "-", ".", "/", "..", "?", "#", "%", "%41", "%7e", "%zz", "%2F", ":",
+              "@", "[", "]", " ", "ü", "*", "~", "&", "=", "+", "'", ";", ",", "!", "$", "(", "\t"]
+    for _ in range(3000):
+        host = rng.choice(["x.test", "X.test", "h1.sandbox.test", "x.test:8080", "x.test:80",
+                           "*.x", ".x", "[::1]", "ü.test", "u@x.test", "x..test", ""])
+        tail = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        urls.append(f"{rng.choice(['http', 'https', 'HTTP', 'ftp'])}://{host}/{tail}")
+    checked = 0
+    for url in urls:
+        try:
+            want = _requests_target(url)
+        except Exception:
+            with pytest.raises(Exception):  # noqa: B017 - any refusal means invalid_url
+                _ours(url)
+            continue
+        assert _ours(url) == want, url
+        checked += 1
+    assert checked > 1000
+
+
+def test_request_headers_merge_like_requests(fetcher: Fetcher, srv2: Server) -> None:
+    r = fetcher.fetch(f"http://foo.sandbox.test:{srv2.port}/echo",
+                      extra_headers={"user-agent": "X", "X-Extra": "2"})
+    assert json.loads(r.body)["ua"] == "X" and json.loads(r.body)["x_extra"] == "2"
+    assert [k for k, _ in r.request_headers] == [
+        "Host", "user-agent", "Accept", "Accept-Encoding", "Connection", "X-Extra"]
+    with pytest.raises(ValueError):
+        fetcher.fetch(f"http://foo.sandbox.test:{srv2.port}/echo",
+                      extra_headers={"X-Bad": "a\r\nInjected: 1"})
+
+
+def test_redirect_body_dropped_and_bad_location(fetcher: Fetcher, srv1: Server) -> None:
+    base = f"http://bar.sandbox.test:{srv1.port}"
+    before = len(srv1.log)
+    r = fetcher.fetch(f"{base}/redirect?to=/x&code=301")
+    assert r.status == 301 and r.is_redirect and r.body == b"" and r.error is None
+    r = fetcher.fetch(f"{base}/redirect?to=/x&code=300")  # not a redirect status for requests
+    assert r.status == 300 and r.body == b"<a>moved</a>"
+    r = fetcher.fetch(f"{base}/redirect?to=http://[bad&code=302")
+    assert r.error == "fetch_error" and r.status is None
+    assert fetcher.fetch(f"{base}/echo").ok
+    # the connection survived the drained redirects
+    assert len({peer for _, _, peer in srv1.log[before:before + 2]}) == 1
+    # a redirect body over the cap is not downloaded: the connection is dropped instead
+    small = make_fetcher(max_bytes=1000)
+    t0 = time.monotonic()
+    r = small.fetch(f"{base}/redirect?to=/x&code=302&n=50000000")
+    assert r.status == 302 and r.error is None and r.body == b"" and r.location == "/x"
+    assert time.monotonic() - t0 < 2.0
+    assert small.fetch(f"{base}/echo").ok
+    small.close()
+
+
+def test_no_proxy_from_environment(fetcher: Fetcher, srv1: Server,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")  # discard port: a proxy would fail
+    assert fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/echo").ok
+
+
+def test_missing_ca_bundle_is_fetch_error(tls_server: tuple[Server, Path]) -> None:
+    s, _ = tls_server
+    f = make_fetcher(verify="/nonexistent/ca.pem")
+    r = f.fetch(f"https://foo.sandbox.test:{s.port}/echo")
+    assert r.error == "fetch_error" and "CA certificate bundle" in (r.error_detail or "")
     f.close()

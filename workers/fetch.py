@@ -12,10 +12,12 @@ for a host after its IP changed.
 :meth:`Fetcher.fetch` never raises for network or HTTP problems: it returns a
 :class:`FetchResult` whose ``error`` is a short machine-readable class (see ``ERROR_CLASSES``).
 
-Thread safety: a :class:`Fetcher` may be used from many threads (a Celery threads pool).
-Each thread gets its own ``requests.Session`` (``threading.local``); all sessions share one
-``HTTPAdapter`` whose urllib3 ``PoolManager`` is thread-safe. Cookies are never stored (a
-crawler that keeps cookies walks into session-id traps and leaks state between hosts).
+Thread safety: a :class:`Fetcher` may be used from many threads (a Celery threads pool); its
+one urllib3 ``PoolManager`` is thread-safe. Requests go straight to urllib3 (no ``requests``
+layer: it cost more CPU per page than urllib3 itself, see ``bench/fetch_cost.py``). Cookies
+are never stored or sent (a crawler that keeps cookies walks into session-id traps and leaks
+state between hosts), and nothing is taken from the environment (no proxies, no netrc, no CA
+bundle variables).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import heapq
 import http.client
 import itertools
 import os
+import re
 import socket
 import ssl
 import sys
@@ -32,18 +35,17 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from http.cookiejar import DefaultCookiePolicy
 from typing import Any, NamedTuple
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import quote, urljoin, urlparse, urlsplit, urlunparse
 
-import requests
-import requests.adapters
+import certifi
 import urllib3.connection
 import urllib3.connectionpool
 import urllib3.exceptions
 import urllib3.poolmanager
 import urllib3.util
-from requests.cookies import RequestsCookieJar
+from urllib3.util.retry import Retry
+from urllib3.util.timeout import Timeout
 
 from workers.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
@@ -287,6 +289,17 @@ def _pinned_key(request_context: dict[str, Any]) -> Any:
 
 
 class _PinnedPoolManager(urllib3.poolmanager.PoolManager):
+    """A PoolManager whose pools connect to a given IP; one pool per (scheme, host, port, IP).
+
+    :meth:`pool_for` is :meth:`connection_from_host` with ``pool_kwargs={"connect_ip": ip}``
+    minus the per-call key normalization: the pool key of a (scheme, host, port, IP) is
+    memoized (the manager's other pool kwargs are fixed at construction). Pools themselves stay
+    in urllib3's LRU container (``num_pools``), so an evicted pool is closed and rebuilt as
+    before.
+    """
+
+    _KEY_CACHE_MAX = 50_000
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pool_classes_by_scheme = {
@@ -294,32 +307,26 @@ class _PinnedPoolManager(urllib3.poolmanager.PoolManager):
             "https": _PinnedHTTPSConnectionPool,
         }
         self.key_fn_by_scheme = {"http": _pinned_key, "https": _pinned_key}
+        self._keys: dict[tuple[str, str, int, str], Any] = {}
 
+    def pool_for(self, scheme: str, host: str, port: int, ip: str) -> Any:
+        t = (scheme, host, port, ip)
+        key = self._keys.get(t)
+        if key is None:
+            if len(self._keys) >= self._KEY_CACHE_MAX:
+                self._keys.clear()
+            key = self._keys[t] = _pinned_key(self._context(scheme, host, port, ip))
+        with self.pools.lock:
+            pool = self.pools.get(key)
+            if pool:
+                return pool
+        # new pool (or evicted): the ordinary path, which creates it under the lock
+        return self.connection_from_pool_key(key, self._context(scheme, host, port, ip))
 
-class _PinnedAdapter(requests.adapters.HTTPAdapter):
-    """Routes each PreparedRequest to the pool of (host, ``request.trawl_connect_ip``)."""
-
-    def init_poolmanager(
-        self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: Any
-    ) -> None:
-        self._pool_connections = connections
-        self._pool_maxsize = maxsize
-        self._pool_block = block
-        self.poolmanager = _PinnedPoolManager(
-            num_pools=connections, maxsize=maxsize, block=block, **pool_kwargs
-        )
-
-    def build_connection_pool_key_attributes(
-        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
-            request, verify, cert
-        )
-        ip = getattr(request, "trawl_connect_ip", None)
-        if ip is None:
-            raise ValueError("no connect IP pinned for request")
-        pool_kwargs["connect_ip"] = ip
-        return host_params, pool_kwargs
+    def _context(self, scheme: str, host: str, port: int, ip: str) -> dict[str, Any]:
+        ctx = self.connection_pool_kw.copy()
+        ctx.update(scheme=scheme, host=host, port=port, connect_ip=ip)
+        return ctx
 
 
 # --- error classification ------------------------------------------------------------------
@@ -348,13 +355,12 @@ def _classify(exc: BaseException) -> str:
     ):
         return "connect_error"
     if has(
-        requests.Timeout,
         urllib3.exceptions.ConnectTimeoutError,
         urllib3.exceptions.ReadTimeoutError,
         TimeoutError,
     ):
         return "timeout"
-    if has(ssl.SSLError, urllib3.exceptions.SSLError, requests.exceptions.SSLError):
+    if has(ssl.SSLError, urllib3.exceptions.SSLError):
         return "tls_error"
     if has(urllib3.exceptions.NewConnectionError, OSError) and has(
         urllib3.exceptions.NewConnectionError
@@ -370,13 +376,19 @@ def _classify(exc: BaseException) -> str:
         http.client.IncompleteRead,
     ):
         return "connection_reset"
-    if has(http.client.HTTPException, requests.exceptions.InvalidHeader):
+    # urllib3's InvalidHeader: conflicting Content-Length values (raised building the response)
+    if has(http.client.HTTPException, urllib3.exceptions.InvalidHeader):
         return "invalid_response"
-    if has(urllib3.exceptions.DecodeError, requests.exceptions.ContentDecodingError):
+    if has(urllib3.exceptions.DecodeError):
         return "decoding_error"
-    if has(urllib3.exceptions.ProtocolError, requests.ConnectionError):
+    # MaxRetryError (other reasons) and ClosedPoolError: what requests called ConnectionError
+    if has(
+        urllib3.exceptions.ProtocolError,
+        urllib3.exceptions.MaxRetryError,
+        urllib3.exceptions.ClosedPoolError,
+    ):
         return "connection_reset"
-    if has(urllib3.exceptions.LocationParseError, requests.exceptions.InvalidURL):
+    if has(urllib3.exceptions.LocationParseError):
         return "invalid_url"
     return "fetch_error"
 
@@ -388,6 +400,154 @@ def _media_type(value: str | None) -> str | None:
     return mt or None
 
 
+# --- request preparation (what requests' PreparedRequest did to the URL and headers) ----------
+class _BadURL(ValueError):
+    pass
+
+
+class _BadEscape(ValueError):
+    pass
+
+
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+#: requote_uri leaves a URL made only of these unchanged (no "%": escapes may be rewritten)
+_REQUOTE_IDENTITY = re.compile(r"[A-Za-z0-9_.\-~!#$&'()*+,/:;=?@\[\]]*")
+_HEADER_NAME = re.compile(r"^[^:\s][^:\r\n]*$")
+_HEADER_VALUE = re.compile(r"^\S[^\r\n]*$|^$")
+
+
+def _unquote_unreserved(uri: str) -> str:
+    """requests.utils.unquote_unreserved: decode %XX escapes of unreserved characters only."""
+    parts = uri.split("%")
+    for i in range(1, len(parts)):
+        h = parts[i][0:2]
+        if len(h) == 2 and h.isalnum():
+            try:
+                c = chr(int(h, 16))
+            except ValueError:
+                raise _BadEscape(h) from None
+            if c in _UNRESERVED:
+                parts[i] = c + parts[i][2:]
+            else:
+                parts[i] = f"%{parts[i]}"
+        else:
+            parts[i] = f"%{parts[i]}"
+    return "".join(parts)
+
+
+def _requote_uri(uri: str) -> str:
+    """requests.utils.requote_uri: normalize escapes, quote what is illegal, keep the rest."""
+    if _REQUOTE_IDENTITY.fullmatch(uri):
+        return uri
+    try:
+        return quote(_unquote_unreserved(uri), safe="!#$%&'()*+,/:;=?@[]~")
+    except _BadEscape:
+        return quote(uri, safe="!#$&'()*+,/:;=?@[]~")
+
+
+class _Target(NamedTuple):
+    scheme: str
+    host: str  #: as in the URL (IPv6 in brackets): Host header, SNI, certificate name
+    port: int | None
+    path: str  #: request target: path and query
+
+
+#: An http(s) URL that urllib3's parse_url and requests' requote leave as it is: lower-case
+#: scheme and ASCII host, no userinfo, no leading-zero port, path/query only of characters
+#: neither quotes, no "%" and no fragment. (Dot segments are checked apart.)
+_SIMPLE_URL = re.compile(
+    r"(https?)://([a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*)(?::([1-9][0-9]{0,4}))?"
+    r"(/[A-Za-z0-9\-._~!$&'()*+,;=:@/]*)?(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]*))?"
+)
+
+
+def _prepare_url(url: str) -> _Target:
+    """:func:`_prepare_url_full`, without the parsing work for URLs it would not change."""
+    m = _SIMPLE_URL.fullmatch(url)
+    if m is not None:
+        scheme, host, port_s, path, query = m.groups()
+        port = int(port_s) if port_s else None
+        if (port is None or port <= 65535) and (path is None or "/." not in path):
+            path = path or "/"
+            return _Target(scheme, host, port, f"{path}?{query}" if query else path)
+    return _prepare_url_full(url)
+
+
+def _prepare_url_full(url: str) -> _Target:
+    """The URL as requests prepared it (``PreparedRequest.prepare_url`` then ``path_url``).
+
+    urllib3's ``parse_url`` normalizes (scheme/host case, IDNA, dot segments, invalid
+    characters), then requests re-quotes the whole URL; raises :class:`_BadURL` or
+    ``LocationParseError`` for what requests refused.
+    """
+    u = url.lstrip()
+    p = urllib3.util.parse_url(u)
+    if not p.scheme:
+        raise _BadURL(
+            f"Invalid URL {u!r}: No scheme supplied. Perhaps you meant https://{u}?"
+        )
+    if p.scheme not in ("http", "https"):
+        raise _BadURL(f"not an absolute http(s) URL: {url!r}")
+    if not p.host:
+        raise _BadURL(f"Invalid URL {u!r}: No host supplied")
+    if p.host.startswith(("*", ".")):
+        raise _BadURL("URL has an invalid label.")
+    netloc = f"{p.auth}@{p.host}" if p.auth else p.host
+    if p.port:
+        netloc += f":{p.port}"
+    prepared = urlunparse((p.scheme, netloc, p.path or "/", "", p.query, p.fragment))
+    requoted = _requote_uri(prepared)
+    p = urllib3.util.parse_url(requoted)  # the host and port we used came from the final URL
+    if p.scheme not in ("http", "https") or not p.host:
+        raise _BadURL(f"not an absolute http(s) URL: {url!r}")
+    s = urlsplit(requoted)
+    path = s.path or "/"
+    return _Target(p.scheme, p.host, p.port, f"{path}?{s.query}" if s.query else path)
+
+
+def _check_header(name: str, value: str) -> None:
+    """requests' check_header_validity: a bad extra header is the caller's bug, raised."""
+    if not isinstance(name, str) or not _HEADER_NAME.match(name):
+        raise ValueError(f"Invalid leading whitespace, reserved character(s), or return "
+                         f"character(s) in header name: {name!r}")
+    if not isinstance(value, str) or not _HEADER_VALUE.match(value):
+        raise ValueError(f"Invalid leading whitespace, reserved character(s), or return "
+                         f"character(s) in header value: {value!r}")
+
+
+#: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
+#: MaxRetryError(reason=...), read errors raise as they are; nothing is ever retried.
+_NO_RETRIES = Retry(0, read=False)
+_REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
+_FORBIDDEN_MEMO_MAX = 65_536
+
+
+def _redirect_location_error(location: str) -> Exception | None:
+    """The exception requests' redirect resolution raised for this Location, if any.
+
+    With ``allow_redirects=False`` requests still resolved the next hop of a redirect (to fill
+    ``Response.next``); a Location that is not UTF-8 (after the latin-1 round trip) or that
+    ``urlparse`` rejects made the whole fetch fail as ``fetch_error``. Kept as it was.
+    """
+    try:
+        loc = location.encode("latin1").decode("utf8")
+        if loc.startswith("//"):
+            loc = "http:" + loc
+        parsed = urlparse(loc)
+        parsed.geturl()
+    except (UnicodeError, ValueError) as e:
+        return e
+    return None
+
+
+def _discard(resp: Any) -> None:
+    """Close the response's connection and hand the (closed) slot back to its pool."""
+    with contextlib.suppress(Exception):
+        resp.close()
+    with contextlib.suppress(Exception):
+        resp.release_conn()
+
+
 # --- the fetcher ---------------------------------------------------------------------------
 class Fetcher:
     """GETs URLs over pooled keep-alive connections to pre-resolved, checked IPs.
@@ -395,9 +555,9 @@ class Fetcher:
     ``max_bytes`` caps the *decoded* body. Decompression bombs: urllib3 (>= 2.6) inflates at
     most the amount asked for per read and we ask in 64 KiB steps up to the cap, so memory and
     CPU stay O(max_bytes) whatever the compression ratio (a 10 GB bomb costs what 10 MiB of
-    page costs, then fails as "too_large"). ``verify`` is passed to requests
-    (True, False or a CA bundle path). Responses without Content-Type are downloaded (the
-    parser sniffs); set ``allow_missing_content_type=False`` to skip them.
+    page costs, then fails as "too_large"). ``verify`` is True (certifi's CA bundle, as
+    requests used), False or a CA bundle file or directory. Responses without Content-Type are
+    downloaded (the parser sniffs); set ``allow_missing_content_type=False`` to skip them.
     """
 
     def __init__(
@@ -429,26 +589,26 @@ class Fetcher:
         self.verify = verify
         self.allow_missing_content_type = allow_missing_content_type
         self.accept = accept
-        self._adapter = _PinnedAdapter(
-            pool_connections=pool_connections, pool_maxsize=pool_maxsize, max_retries=0
+        #: is_forbidden_ip verdicts per IP string (a pure function of it and allow_private)
+        self._forbidden: dict[str, bool] = {}
+        self._timeout = Timeout(connect=connect_timeout_s, read=read_timeout_s)
+        # TLS settings as requests' adapter gave its pools (cert_verify): the CA bundle is
+        # certifi's for verify=True, the given file or directory for a path.
+        tls: dict[str, Any] = {"cert_reqs": "CERT_REQUIRED" if verify else "CERT_NONE"}
+        self._ca_path: str | None = None
+        if verify:
+            self._ca_path = certifi.where() if verify is True else str(verify)
+            if os.path.isdir(self._ca_path):
+                tls["ca_cert_dir"] = self._ca_path
+            else:
+                tls["ca_certs"] = self._ca_path
+        self._pm = _PinnedPoolManager(
+            num_pools=pool_connections, maxsize=pool_maxsize, block=False, **tls
         )
-        self._local = threading.local()
-
-    # -- sessions --------------------------------------------------------------------------
-    def _session(self) -> requests.Session:
-        s: requests.Session | None = getattr(self._local, "session", None)
-        if s is None:
-            s = requests.Session()
-            s.trust_env = False  # no proxies/netrc from the environment
-            s.cookies = RequestsCookieJar(policy=DefaultCookiePolicy(allowed_domains=[]))
-            s.mount("http://", self._adapter)
-            s.mount("https://", self._adapter)
-            self._local.session = s
-        return s
 
     def close(self) -> None:
         """Close all pooled connections (the Fetcher stays usable; pools refill on demand)."""
-        self._adapter.close()
+        self._pm.clear()
 
     def __enter__(self) -> Fetcher:
         return self
@@ -525,16 +685,11 @@ class Fetcher:
     ) -> FetchResult:
         res = FetchResult(url=url, started_at=time.time())
         try:
-            prep = requests.Request("GET", url).prepare()
-            assert prep.url is not None
-            parsed = urllib3.util.parse_url(prep.url)
+            target = _prepare_url(url)
         except Exception as e:
             res.error, res.error_detail = "invalid_url", str(e)
             return res
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            res.error, res.error_detail = "invalid_url", f"not an absolute http(s) URL: {url!r}"
-            return res
-        host = parsed.host.strip("[]")
+        host = target.host.strip("[]")
 
         if ip is None:
             try:
@@ -549,14 +704,19 @@ class Fetcher:
                 res.error, res.error_detail = "dns", repr(e)
                 return res
         res.ip = ip
-        if is_forbidden_ip(ip, self.allow_private):
+        forbidden = self._forbidden.get(ip)
+        if forbidden is None:
+            if len(self._forbidden) >= _FORBIDDEN_MEMO_MAX:
+                self._forbidden.clear()
+            forbidden = self._forbidden[ip] = is_forbidden_ip(ip, self.allow_private)
+        if forbidden:
             res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
             return res
 
-        default_port = 443 if parsed.scheme == "https" else 80
-        host_header = parsed.host if parsed.port in (None, default_port) else (
-            f"{parsed.host}:{parsed.port}"
-        )
+        https = target.scheme == "https"
+        default_port = 443 if https else 80
+        port = target.port
+        host_header = target.host if port in (None, default_port) else f"{target.host}:{port}"
         headers: dict[str, str] = {
             "Host": host_header,
             "User-Agent": self.user_agent,
@@ -565,42 +725,56 @@ class Fetcher:
             "Connection": "keep-alive",
         }
         if extra_headers:
-            headers.update(extra_headers)
-        prep.prepare_headers(headers)
-        prep.trawl_connect_ip = ip  # type: ignore[attr-defined]
-        res.request_headers = list(prep.headers.items())
+            headers = self._merge_headers(headers, extra_headers)
+        res.request_headers = list(headers.items())
 
         deadline = _WATCHDOG.arm(self.total_timeout_s)
         _current.deadline = deadline
         t0 = time.monotonic()
-        resp: requests.Response | None = None
+        resp: Any = None
         try:
-            resp = self._session().send(
-                prep,
-                stream=True,
-                allow_redirects=False,
-                timeout=(self.connect_timeout_s, self.read_timeout_s),
-                verify=self.verify,
+            if https and self._ca_path is not None and not os.path.exists(self._ca_path):
+                raise OSError(  # what requests' cert_verify raised
+                    f"Could not find a suitable TLS CA certificate bundle, "
+                    f"invalid path: {self._ca_path}"
+                )
+            pool = self._pm.pool_for(
+                target.scheme, host.lower(), port or default_port, ip
             )
-            raw = resp.raw
-            res.status = resp.status_code
+            resp = pool.urlopen(
+                "GET", target.path, body=None, headers=headers, retries=_NO_RETRIES,
+                redirect=False, assert_same_host=False, timeout=self._timeout,
+                pool_timeout=None, release_conn=False, chunked=False,
+                preload_content=False, decode_content=False,
+            )
+            status: int = resp.status
+            rheaders = resp.headers
+            location = rheaders.get("Location")
+            if location and status in _REDIRECT_STATUSES:
+                err = _redirect_location_error(location)
+                if err is not None:
+                    raise err
+            res.status = status
             res.reason = resp.reason or ""
-            res.http_version = _HTTP_VERSIONS.get(getattr(raw, "version", 11), "HTTP/1.1")
-            orig = getattr(raw, "_original_response", None)
-            msg = getattr(orig, "msg", None)
-            res.headers = (
-                [(str(k), str(v)) for k, v in msg.items()] if msg is not None
-                else list(resp.headers.items())
-            )
-            res.content_type = _media_type(resp.headers.get("Content-Type"))
-            if 300 <= res.status < 400:
-                res.location = resp.headers.get("Location")
+            res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
+            # raw_items: as items() for http.client's latin-1 headers, without the per-value
+            # policy pass; duplicates and order as sent
+            msg = resp._original_response.msg
+            res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
+            res.content_type = _media_type(rheaders.get("Content-Type"))
+            if 300 <= status < 400:
+                res.location = location
             elif filter_types and not self.content_type_allowed(res.content_type):
                 res.error = "content_type_skipped"
                 res.error_detail = f"content type {res.content_type!r} not allowed"
-                resp.close()  # drop the connection rather than download the body
+                _discard(resp)  # drop the connection rather than download the body
                 return res
-            self._read_body(raw, res, max_bytes, deadline, truncation_is_error)
+            if location and status in _REDIRECT_STATUSES:
+                # requests consumed and dropped a redirect's body (body b""); we do the same,
+                # but undecoded and only up to the cap, else drop the connection.
+                self._drain(resp, max_bytes)
+            else:
+                self._read_body(resp, res, max_bytes, deadline, truncation_is_error)
             if deadline.fired and res.error is None:
                 # The watchdog shut the socket: http.client may take that EOF for the end of
                 # the headers or body, so the response looks complete but is not.
@@ -620,8 +794,38 @@ class Fetcher:
             _current.deadline = None
             res.elapsed_s = time.monotonic() - t0
             if resp is not None and (res.error is not None or res.truncated):
-                resp.close()
+                _discard(resp)
         return res
+
+    @staticmethod
+    def _merge_headers(
+        headers: dict[str, str], extra: Mapping[str, str]
+    ) -> dict[str, str]:
+        """``headers`` updated with ``extra``, case-insensitively, as requests' headers did.
+
+        A name given again keeps its first position but takes the new spelling and value.
+        """
+        merged: dict[str, tuple[str, str]] = {k.lower(): (k, v) for k, v in headers.items()}
+        for k, v in extra.items():
+            merged[k.lower()] = (k, v)
+        for k, v in merged.values():
+            _check_header(k, v)
+        return dict(merged.values())
+
+    def _drain(self, resp: Any, max_bytes: int) -> None:
+        """Read and drop a body (raw bytes, at most ``max_bytes``); errors only cost reuse."""
+        total = 0
+        try:
+            while True:
+                chunk = resp.read1(_CHUNK, decode_content=False)
+                if not chunk:
+                    return
+                total += len(chunk)
+                if total > max_bytes:
+                    break
+        except Exception:
+            pass
+        _discard(resp)
 
     def _read_body(
         self,
