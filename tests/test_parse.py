@@ -164,3 +164,51 @@ def test_realpages() -> None:
         assert 0.5 * a_tags <= n_a <= 1.1 * a_tags, (name, n_a, a_tags)
         assert page.title, name
         assert len(extract_text(page)) > 200, name
+
+
+def test_memoized_resolution_is_join_url_for_every_base_and_href() -> None:
+    """workers.parse memoizes link resolution by href and the part of the base it depends
+    on: over the WHATWG suite's inputs crossed with many http(s) bases, in two shuffled
+    passes (so hits meet other bases than the one that filled them), every answer is
+    join_url's."""
+    import contextlib
+    import json
+    import os
+    import random
+    from pathlib import Path
+
+    from ada_url import join_url, normalize_url
+
+    from workers import parse as parse_mod
+
+    vectors = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
+    data = vectors / "whatwg_urltestdata.json"
+    if not data.exists():
+        pytest.skip("test vectors not present")
+    cases = [c for c in json.loads(data.read_text()) if isinstance(c, dict)]
+    inputs = sorted({c["input"] for c in cases} | {
+        "page.html", "../up/x", "./a?b", "?q=1", "#top", "/root", "//other.net/p", "",
+        "HTTP://Caps.example/", "http:rel", "\\\\evil.example\\x", "/\\evil.example", "a:b"})
+    bases = set()
+    for c in cases:
+        for raw in (c.get("base"), c.get("href")):
+            if raw and raw.startswith(("http://", "https://")):
+                with contextlib.suppress(ValueError):
+                    bases.add(normalize_url(raw))
+    bases |= {"http://example.com/a/b/c.html?x=/y#f", "https://u:p@example.com:8443/d/",
+              "http://example.com/a/b/other.html", "http://example.com/"}
+    pairs = [(h, b) for h in inputs for b in sorted(bases)[:60]]
+
+    def expected(h: str, b: str) -> str | None:
+        try:
+            return join_url(b, h)
+        except ValueError:
+            return None
+
+    parse_mod._RESOLVED.clear()
+    rng = random.Random(3)
+    for _ in range(2):
+        rng.shuffle(pairs)
+        bad = [(h, b) for h, b in pairs if parse_mod._resolve(h, b) != expected(h, b)]
+        assert not bad, bad[:5]
+    assert len(parse_mod._RESOLVED) > 0

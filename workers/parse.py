@@ -277,7 +277,51 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
         links.append(Link(resolved, nofollow, tag))
 
 
+#: (the part of the base a href's resolution depends on, href) -> resolved URL or None.
+_RESOLVED: dict[tuple[str, str], str | None] = {}
+_RESOLVED_MAX = 100_000
+
+
+def _base_part(href: str, base: str) -> str | None:
+    """The part of ``base`` (a WHATWG-serialized URL) that resolving ``href`` depends on, or
+    None when that is the whole base (a query or fragment alone, an empty href)."""
+    if not href.isprintable():
+        return None  # tabs, newlines, controls: the parser drops them, which may shift meaning
+    head = href[:8].lower()
+    if head.startswith(("http://", "https://")):
+        return ""  # absolute with an authority: the base plays no part
+    if href.startswith("//"):
+        return base[: base.find(":") + 1]  # the scheme
+    cut = base.find("/", base.find("://") + 3) if "://" in base else -1
+    if cut < 0:
+        return None
+    if href.startswith("/"):
+        return base[:cut]  # scheme, userinfo, host and port
+    if not href or href[0] in "?#" or ":" in href.split("/", 1)[0]:
+        return None  # depends on the whole base, or may carry a scheme of its own
+    path = base.split("?", 1)[0].split("#", 1)[0]
+    return path[: path.rfind("/") + 1]  # the base's directory
+
+
 def _resolve(href: str, base: str) -> str | None:
+    """``join_url(base, href)``, memoized: a site's navigation links recur on every page and
+    resolving one costs ~2 us (issue 7's profile). The key is the href and the part of the
+    base its resolution depends on, so a hit returns what ``join_url`` would."""
+    part = _base_part(href, base)
+    if part is None:
+        return _join(href, base)
+    key = (part, href)
+    try:
+        return _RESOLVED[key]
+    except KeyError:
+        pass
+    if len(_RESOLVED) >= _RESOLVED_MAX:
+        _RESOLVED.clear()
+    out = _RESOLVED[key] = _join(href, base)
+    return out
+
+
+def _join(href: str, base: str) -> str | None:
     try:
         return join_url(base, href)
     except ValueError:
