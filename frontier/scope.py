@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable
 
 from frontier.config import E_BAD_VALUE, ConfigError, CrawlConfig
+from frontier.memo import BoundedMemo
 from frontier.psl import ascii_host
 from frontier.traps import trap_reason
 
@@ -99,7 +100,7 @@ class Scope:
         now_year: int | None = None,
     ) -> None:
         self.allowed = _domain_set(allowed_domains)
-        self._host_memo: dict[str, str | None] = {}
+        self._host_memo: BoundedMemo[str, str | None] = BoundedMemo(HOST_MEMO_SIZE)
         self.denied = _domain_set(denied_domains)
         self.domains = tuple(sorted(self.allowed))  # kept for callers that list them
         self.max_depth = max_depth
@@ -149,11 +150,7 @@ class Scope:
         try:
             return memo[host]
         except KeyError:
-            pass
-        if len(memo) >= HOST_MEMO_SIZE:
-            memo.clear()
-        reason = memo[host] = self._host_reason(host)
-        return reason
+            return memo.put(host, self._host_reason(host))
 
     def _host_reason(self, host: str) -> str | None:
         name = _host_name(host).lower()

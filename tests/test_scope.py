@@ -176,7 +176,7 @@ def test_config_error_is_a_value_error() -> None:
 
 
 def test_cached_url_reasons_give_check_answer_at_every_depth() -> None:
-    """Workers memoize url_reasons per link (workers.context.LinkMemo) and add the depth
+    """Workers memoize url_reasons per link (WorkerContext.links) and add the depth
     later: that must answer exactly as check, reason order included."""
     s = scope(max_depth=3, max_url_length=60, allowed_domains=["example.com"],
               deny_url_patterns=[r"/private/"], max_path_segments=6)
@@ -191,9 +191,9 @@ def test_cached_url_reasons_give_check_answer_at_every_depth() -> None:
 
 
 def test_link_memo_is_bounded() -> None:
-    from workers.context import LinkMemo
+    from frontier.memo import BoundedMemo
 
-    memo = LinkMemo(size=3)
+    memo: BoundedMemo[str, tuple[str, str, tuple[None, None]]] = BoundedMemo(size=3)
     for i in range(3):
         memo.put(f"u{i}", (f"u{i}", "h", (None, None)))
     assert memo.get("u0") is not None

@@ -25,6 +25,7 @@ from typing import Any
 from ada_url import join_url
 from lxml import etree
 
+from frontier.memo import BoundedMemo
 from workers.useragent import ROBOTS_TOKEN
 
 __all__ = ["DEFAULT_MAX_LINKS", "Link", "ParsedPage", "extract_text", "parse_html", "soup"]
@@ -278,8 +279,7 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
 
 
 #: (the part of the base a href's resolution depends on, href) -> resolved URL or None.
-_RESOLVED: dict[tuple[str, str], str | None] = {}
-_RESOLVED_MAX = 100_000
+_RESOLVED: BoundedMemo[tuple[str, str], str | None] = BoundedMemo(100_000)
 
 
 def _base_part(href: str, base: str) -> str | None:
@@ -314,11 +314,7 @@ def _resolve(href: str, base: str) -> str | None:
     try:
         return _RESOLVED[key]
     except KeyError:
-        pass
-    if len(_RESOLVED) >= _RESOLVED_MAX:
-        _RESOLVED.clear()
-    out = _RESOLVED[key] = _join(href, base)
-    return out
+        return _RESOLVED.put(key, _join(href, base))
 
 
 def _join(href: str, base: str) -> str | None:
