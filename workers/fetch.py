@@ -47,6 +47,7 @@ import urllib3.util
 from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
+from frontier.memo import BoundedMemo
 from workers.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
 __all__ = [
@@ -298,8 +299,6 @@ class _PinnedPoolManager(urllib3.poolmanager.PoolManager):
     before.
     """
 
-    _KEY_CACHE_MAX = 50_000
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.pool_classes_by_scheme = {
@@ -307,15 +306,13 @@ class _PinnedPoolManager(urllib3.poolmanager.PoolManager):
             "https": _PinnedHTTPSConnectionPool,
         }
         self.key_fn_by_scheme = {"http": _pinned_key, "https": _pinned_key}
-        self._keys: dict[tuple[str, str, int, str], Any] = {}
+        self._keys: BoundedMemo[tuple[str, str, int, str], Any] = BoundedMemo(50_000)
 
     def pool_for(self, scheme: str, host: str, port: int, ip: str) -> Any:
         t = (scheme, host, port, ip)
         key = self._keys.get(t)
         if key is None:
-            if len(self._keys) >= self._KEY_CACHE_MAX:
-                self._keys.clear()
-            key = self._keys[t] = _pinned_key(self._context(scheme, host, port, ip))
+            key = self._keys.put(t, _pinned_key(self._context(scheme, host, port, ip)))
         with self.pools.lock:
             pool = self.pools.get(key)
             if pool:
@@ -519,7 +516,6 @@ def _check_header(name: str, value: str) -> None:
 #: MaxRetryError(reason=...), read errors raise as they are; nothing is ever retried.
 _NO_RETRIES = Retry(0, read=False)
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
-_FORBIDDEN_MEMO_MAX = 65_536
 
 
 def _redirect_location_error(location: str) -> Exception | None:
@@ -590,7 +586,7 @@ class Fetcher:
         self.allow_missing_content_type = allow_missing_content_type
         self.accept = accept
         #: is_forbidden_ip verdicts per IP string (a pure function of it and allow_private)
-        self._forbidden: dict[str, bool] = {}
+        self._forbidden: BoundedMemo[str, bool] = BoundedMemo(65_536)
         self._timeout = Timeout(connect=connect_timeout_s, read=read_timeout_s)
         # TLS settings as requests' adapter gave its pools (cert_verify): the CA bundle is
         # certifi's for verify=True, the given file or directory for a path.
@@ -706,9 +702,7 @@ class Fetcher:
         res.ip = ip
         forbidden = self._forbidden.get(ip)
         if forbidden is None:
-            if len(self._forbidden) >= _FORBIDDEN_MEMO_MAX:
-                self._forbidden.clear()
-            forbidden = self._forbidden[ip] = is_forbidden_ip(ip, self.allow_private)
+            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
         if forbidden:
             res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
             return res
