@@ -191,6 +191,14 @@ def test_concurrent_warc_writes(tmp_path: Path) -> None:
         assert rq.get_header("WARC-Concurrent-To") == h.get_header("WARC-Record-ID")
     for name, h in resp:
         assert locs[h.get_header("WARC-Target-URI")][0] == name
+    # records are built outside the writer's lock: each still names its own file's warcinfo
+    info = {n: h.get_header("WARC-Record-ID") for n, t, h, _, _ in recs if t == "warcinfo"}
+    assert len(info) == len(w.files) > 1
+    for name, t, h, _, _ in recs:
+        if t != "warcinfo":
+            assert h.get_header("WARC-Warcinfo-ID") == info[name], (name, t)
+    for p in w.files:  # rotation still bounds a file: the limit plus one fetch's records
+        assert p.stat().st_size < 50_000 + 5_000
 
 
 def test_jsonl_records(tmp_path: Path) -> None:
