@@ -69,8 +69,10 @@ local fmt = '<' .. string.rep('I4', k)
 local mine = {struct.unpack(fmt, sig)}
 local seen, n_cand = {}, 0
 local best, best_id = -1, false
+local buckets = {}  -- each band's bucket as read here, reused by the insert below
 for i = 1, nbands do
   local bucket = redis.call('HGET', KEYS[7 + i], ARGV[9 + i])
+  buckets[i] = bucket
   if bucket then
     for j = 1, #bucket, 4 do
       local id = struct.unpack('<I4', bucket, j)
@@ -104,7 +106,7 @@ if write then
   redis.call('HSET', KEYS[3], id, sig)
   local packed = struct.pack('<I4', id)
   for i = 1, nbands do
-    local bucket = redis.call('HGET', KEYS[7 + i], ARGV[9 + i])
+    local bucket = buckets[i]
     if not bucket then
       redis.call('HSET', KEYS[7 + i], ARGV[9 + i], packed)
     elseif #bucket < 4 * max_bucket then
