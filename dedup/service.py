@@ -11,7 +11,7 @@ import xxhash
 
 from dedup.config import DedupConfig
 from dedup.lsh import LSHIndex
-from dedup.minhash import MinHasher, to_base64
+from dedup.minhash import MinHasher, OnePermutationHasher, to_base64
 from dedup.shingles import shingle_hashes
 from dedup.text import tokens
 
@@ -47,7 +47,7 @@ class DedupResult:
 
 
 def page_features(doc: Any, config: DedupConfig,
-                  hasher: MinHasher) -> tuple[bytes, np.ndarray, int] | None:
+                  hasher: MinHasher | OnePermutationHasher) -> tuple[bytes, np.ndarray, int] | None:
     """(128-bit fingerprint of the normalized text, MinHash signature, token count)."""
     toks = tokens(doc)
     if len(toks) < config.min_tokens or not toks:
@@ -62,7 +62,7 @@ class DedupService:
     def __init__(self, client: redis.Redis, namespace: str,
                  config: DedupConfig | None = None) -> None:
         self.config = cfg = config or DedupConfig()
-        self.hasher = MinHasher(cfg.num_perm, cfg.seed)
+        self.hasher = OnePermutationHasher(cfg.num_perm, cfg.seed)
         self.index = LSHIndex(client, namespace, cfg.num_perm, cfg.threshold, cfg.bands,
                               cfg.rows, cfg.max_candidates, cfg.max_bucket)
         self.client = client
