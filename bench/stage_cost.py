@@ -2,7 +2,7 @@
 
 py-spy's ``--gil`` profile shows only Python time under the GIL; lxml parsing and zlib run
 without it, so the profile misses about a third of a worker's CPU. This runs the worker's own
-code (``Frontier.acquire`` -> ``begin`` -> ``process_lease`` -> ``apply_results``, in batches
+code (``Frontier.acquire`` -> ``begin`` -> ``process_leases`` -> ``apply_results``, in batches
 of ``task_batch``) against the sandbox web and an embedded Redis, and times each stage with
 ``time.thread_time`` wrappers (their own cost, measured on an empty wrapper, is subtracted).
 Run::
@@ -82,7 +82,7 @@ def main() -> None:
             pipeline._add_link = timed("canonicalize + scope (per link)", pipeline._add_link)
             dedup_service.page_features = timed("dedup: text+shingles+minhash",
                                                 dedup_service.page_features)
-            ctx.dedup.index.check = timed("dedup: LSH check (Redis)", ctx.dedup.index.check)
+            ctx.dedup.check_many = timed("dedup: LSH check (Redis)", ctx.dedup.check_many)
             ctx.fetcher.fetch = timed("fetch", ctx.fetcher.fetch)
             assert ctx.warc is not None
             ctx.warc.write = timed("warc write (gzip)", ctx.warc.write)
@@ -90,7 +90,7 @@ def main() -> None:
             apply = timed("apply_results (Redis pipeline)", tasks.apply_results)
             begin = timed("begin (Redis)", ctx.frontier.begin)
             acquire = timed("acquire (scheduler, Redis)", ctx.frontier.acquire)
-            process = timed("process_lease total", pipeline.process_lease)
+            process = timed("process_leases total", pipeline.process_leases)
             size = cfg.task_batch
             done = 0
             prof = cProfile.Profile() if args.cprofile else None
@@ -105,8 +105,8 @@ def main() -> None:
                 for start in range(0, len(leases), size):
                     chunk = leases[start:start + size]
                     ok = begin(chunk, cfg.fetch_lease_s)
-                    results = [(process(ctx, lease, None), None)
-                               for lease, good in zip(chunk, ok, strict=True) if good]
+                    todo = [(lease, None) for lease, good in zip(chunk, ok, strict=True) if good]
+                    results = [(r, None) for r in process(ctx, todo)]
                     apply(ctx, results, [])
                     done += sum(1 for r, _ in results if r.completion.outcome == "fetched")
             total = time.thread_time() - t0

@@ -29,8 +29,9 @@ import redis
 import xxhash
 
 from dedup.minhash import pack
+from frontier.slotpipe import LuaScript, SlotPipeline
 
-_SCRIPT = resources.files("dedup").joinpath("lua/check.lua").read_text()
+_SCRIPT = LuaScript("dedup_check", resources.files("dedup").joinpath("lua/check.lua").read_text())
 
 
 def candidate_probability(j: float, bands: int, rows: int) -> float:
@@ -88,11 +89,20 @@ class LSHIndex:
         self.need = math.ceil(threshold * num_perm - 1e-9)
         self.max_candidates, self.max_bucket = max_candidates, max_bucket
         self.keys = Keys(namespace, bands)
-        self._script = client.register_script(_SCRIPT)
+        self._keys = self.keys.all()
 
-    def check(self, fingerprint: bytes, host: str, url: str, sig: np.ndarray,
-              write: bool = True) -> list[object]:
+    def queue_check(self, pipe: SlotPipeline, fingerprint: bytes, host: str, url: str,
+                    sig: np.ndarray, write: bool = True) -> None:
+        """Add one page's check to ``pipe``. The checks of one pipeline run in order (on one
+        server as one EVALSHA of the batched script), each atomic, so the second of two
+        near-duplicates in it sees the first as its canonical."""
         args = [fingerprint, host, url, pack(sig), self.need, "1" if write else "0",
                 self.num_perm, self.max_candidates, self.max_bucket,
                 *band_values(sig, self.bands, self.rows)]
-        return self._script(keys=self.keys.all(), args=args)  # type: ignore[return-value]
+        pipe.script(_SCRIPT, self._keys, args)
+
+    def check(self, fingerprint: bytes, host: str, url: str, sig: np.ndarray,
+              write: bool = True) -> list[object]:
+        pipe = SlotPipeline(self.client)
+        self.queue_check(pipe, fingerprint, host, url, sig, write)
+        return pipe.execute()[0]  # type: ignore[no-any-return]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from dedup.lsh import LSHIndex
 from dedup.minhash import MinHasher, OnePermutationHasher, to_base64
 from dedup.shingles import shingle_hashes
 from dedup.text import tokens
+from frontier.slotpipe import SlotPipeline
 
 Kind = Literal["unique", "exact", "near", "skipped"]
 
@@ -46,8 +48,12 @@ class DedupResult:
     fingerprint: str | None = None
 
 
+#: (128-bit fingerprint of the normalized text, MinHash signature, token count)
+Features = tuple[bytes, np.ndarray, int]
+
+
 def page_features(doc: Any, config: DedupConfig,
-                  hasher: MinHasher | OnePermutationHasher) -> tuple[bytes, np.ndarray, int] | None:
+                  hasher: MinHasher | OnePermutationHasher) -> Features | None:
     """(128-bit fingerprint of the normalized text, MinHash signature, token count)."""
     toks = tokens(doc)
     if len(toks) < config.min_tokens or not toks:
@@ -71,15 +77,34 @@ class DedupService:
               record: bool = True) -> DedupResult:
         """Classify a fetched page. ``html_tree_or_body``: the lxml root the worker parsed, or
         the raw body. ``record=False`` only queries (nothing is indexed or counted)."""
-        cfg = self.config
-        if not cfg.enabled:
-            return DedupResult("skipped")
-        feats = page_features(html_tree_or_body, cfg, self.hasher)
+        feats = self.features(html_tree_or_body)
         if feats is None:
             return DedupResult("skipped")
+        return self.check_many([(url, host, feats)], record)[0]
+
+    def features(self, html_tree_or_body: Any) -> Features | None:
+        """The client-side half of a check (no Redis); None when the page is not checked
+        (dedup disabled, or too few tokens)."""
+        if not self.config.enabled:
+            return None
+        return page_features(html_tree_or_body, self.config, self.hasher)
+
+    def check_many(self, pages: Sequence[tuple[str, str, Features]],
+                   record: bool = True) -> list[DedupResult]:
+        """Classify ``(url, host, features)`` of several pages in one round trip, in order:
+        the same answers as one ``check`` after another (a worker checks a task's pages at
+        once: one round trip instead of one a page, issue 7)."""
+        pipe = SlotPipeline(self.client)
+        for url, host, (fp, sig, _) in pages:
+            self.index.queue_check(pipe, fp, host, url, sig, write=record)
+        replies = pipe.execute()
+        return [self._result(feats, reply)
+                for (_, _, feats), reply in zip(pages, replies, strict=True)]
+
+    def _result(self, feats: Features, reply: list[Any]) -> DedupResult:
+        cfg = self.config
         fp, sig, _ = feats
-        kind_b, canon_b, matches, mhost_b, mcount, pages = self.index.check(
-            fp, host, url, sig, write=record)
+        kind_b, canon_b, matches, mhost_b, mcount, pages = reply
         kind = kind_b.decode() if isinstance(kind_b, bytes) else str(kind_b)
         canon = canon_b.decode() if isinstance(canon_b, bytes) else None
         mirror_of = mhost_b.decode() if isinstance(mhost_b, bytes) else None

@@ -238,3 +238,25 @@ def test_refetch_of_a_recorded_url_is_not_its_own_duplicate(redis_client: redis.
     # the original and the edited version of a.test/1 (a new version is indexed as such)
     assert svc.stats()["canonicals"] == 2
     assert int(redis_client.hget(pages_key, "a.test")) == before + 1
+
+
+def test_checks_in_one_round_trip_answer_as_one_after_another(redis_client: redis.Redis
+                                                                ) -> None:
+    """check_many (a task's pages in one pipeline) gives what successive checks give: a page
+    sees the pages before it in the same call, exact and near copies included."""
+    base = [f"w{chr(97 + i % 26)}{chr(97 + i // 26)}" for i in range(400)]  # no digits
+    near = base[:]
+    near[200] = "changed"
+    docs = [("http://a.test/1", "a.test", _doc(base)),
+            ("http://b.test/2", "b.test", _doc(base)),
+            ("http://b.test/3", "b.test", _doc(near)),
+            ("http://c.test/4", "c.test", _doc(base[::-1]))]
+    one = DedupService(redis_client, "one_by_one")
+    many = DedupService(redis_client, "in_one_call")
+    expected = [one.check(u, h, d) for u, h, d in docs]
+    feats = [(u, h, many.features(d)) for u, h, d in docs]
+    got = many.check_many([(u, h, f) for u, h, f in feats if f is not None])
+    assert [r.kind for r in got] == ["unique", "exact", "near", "unique"]
+    assert [(r.kind, r.canonical_url, r.similarity) for r in got] == [
+        (r.kind, r.canonical_url, r.similarity) for r in expected]
+    assert got[2].canonical_url == "http://a.test/1"

@@ -11,17 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dedup.fingerprint import content_fingerprint
-from dedup.service import record_fields
+from dedup.service import DedupResult, Features, record_fields
 from frontier.frontier import Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
 from workers.context import WorkerContext
 from workers.fetch import FetchResult
-from workers.parse import parse_html
+from workers.parse import Link, parse_html
 from workers.robots import RobotsPolicy, ttl_for
 from workers.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
 from workers.useragent import ROBOTS_TOKEN
@@ -42,6 +43,19 @@ class LeaseResult:
     links: list[tuple[Any, ...]] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     record: dict[str, Any] | None = None
+    #: Set while the page waits for its near-duplicate check (see :func:`process_leases`).
+    pending: PendingDedup | None = None
+
+
+@dataclass
+class PendingDedup:
+    """A parsed page whose near-duplicate check is batched with the other pages of its task:
+    ``finish`` completes its :class:`LeaseResult` from the check's answer."""
+
+    url: str
+    host: str
+    features: Features
+    finish: Callable[[DedupResult], None]
 
 
 def _origin(url: str) -> str:
@@ -57,8 +71,46 @@ def robots_url(url: str) -> str:
 
 def process_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
     """Never raises: an unexpected error becomes a retry, then a failure with its reason."""
+    return process_leases(ctx, [(lease, ip)])[0]
+
+
+def process_leases(ctx: WorkerContext,
+                   items: Sequence[tuple[Lease, str | None]]) -> list[LeaseResult]:
+    """The leases of one task, one after another; then the near-duplicate checks of all
+    their pages in one Redis round trip (a page's links wait for its answer). Never raises."""
+    results = [_guarded(ctx, lease, ip, _process, ctx, lease, ip) for lease, ip in items]
+    waiting = [(i, r.pending) for i, r in enumerate(results) if r.pending is not None]
+    if not waiting:
+        return results
     try:
-        return _process(ctx, lease, ip)
+        dups = ctx.dedup.check_many([(p.url, p.host, p.features) for _, p in waiting])
+    except Exception as exc:  # Redis went away mid-task: each page is retried
+        log.warning("near-duplicate check of %d pages failed: %s", len(waiting), exc)
+        reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
+        for i, _ in waiting:
+            lease, ip = items[i]
+            results[i] = _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(),
+                                        None)
+        return results
+    for (i, p), dup in zip(waiting, dups, strict=True):
+        lease, ip = items[i]
+        results[i].pending = None
+        done = _guarded(ctx, lease, ip, _finish_pending, results[i], p, dup)
+        if done is not results[i]:
+            results[i] = done
+    return results
+
+
+def _finish_pending(result: LeaseResult, pending: PendingDedup, dup: DedupResult
+                    ) -> LeaseResult:
+    pending.finish(dup)
+    return result
+
+
+def _guarded(ctx: WorkerContext, lease: Lease, ip: str | None,
+             step: Callable[..., LeaseResult], *args: Any) -> LeaseResult:
+    try:
+        return step(*args)
     except Exception as exc:  # a bug or a library crash must not kill the worker
         log.exception("internal error on %s", lease.entry.url)
         reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
@@ -160,58 +212,81 @@ def _fetched(
     ctx: WorkerContext, lease: Lease, res: FetchResult, next_allowed: float,
     probe: Soft404Probe | None = None,
 ) -> LeaseResult:
-    cfg, entry = ctx.config, lease.entry
+    entry = lease.entry
     result = LeaseResult(Completion(lease, next_allowed, "fetched"))
     warc_ref = ctx.warc.write(res) if ctx.warc else None
-    found = 0
-    extra: dict[str, Any] = {}
+    page = _Page(warc_ref)
+    dup: DedupResult | None = None
     status = res.status or 0
     if res.error == "content_type_skipped":
         result.counters["skipped_content_type"] += 1
-        extra["skipped"] = res.error
+        page.extra["skipped"] = res.error
     elif res.error:
         result.counters[f"err:{res.error}"] += 1
-        extra["error"] = res.error
+        page.extra["error"] = res.error
     if 300 <= status < 400 and res.location:
-        found = 1
-        extra["redirect_to"] = _admit_redirect(ctx, result, entry, res.location)
+        page.found = 1
+        page.extra["redirect_to"] = _admit_redirect(ctx, result, entry, res.location)
     elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
-        page = parse_html(res.body, entry.url, res.content_type, res.header("x-robots-tag"),
-                          max_links=cfg.max_links_per_page)
-        if page.error:
+        parsed = parse_html(res.body, entry.url, res.content_type, res.header("x-robots-tag"),
+                            max_links=ctx.config.max_links_per_page)
+        if parsed.error:
             result.counters["parse_errors"] += 1
-            extra["parse_error"] = page.error
-            log.info("parse problem on %s: %s", entry.url, page.error)
-        found = len(page.links)
-        depth = entry.depth + 1
-        soft404 = (probe is not None and probe.soft404_host and page.tree is not None
-                   and is_soft404(probe, signature_of(page.tree, entry.url)))
-        if soft404:
+            page.extra["parse_error"] = parsed.error
+            log.info("parse problem on %s: %s", entry.url, parsed.error)
+        page.found = len(parsed.links)
+        page.links = parsed.links
+        if (probe is not None and probe.soft404_host and parsed.tree is not None
+                and is_soft404(probe, signature_of(parsed.tree, entry.url))):
             # The host's "not found" page under another name: recorded, not indexed as a
             # document, and its links (the way into the endless space) not followed.
             result.counters["soft404_pages"] += 1
-            result.counters["links_soft404_skipped"] += found
-            extra["soft404"] = True
-            dup = None
-        elif page.tree is not None:
-            dup = ctx.dedup.check(entry.url, lease.host, page.tree)
-            extra.update(record_fields(dup))
-            if dup.kind in ("exact", "near"):
-                result.counters[f"dup_{dup.kind}"] += 1
-        else:
-            dup = None
-        if soft404:
-            pass
-        elif dup is not None and dup.skip_links:
-            result.counters["links_dup_skipped"] += found
-        elif not cfg.max_depth or ctx.scope.depth_allowed(depth):
-            for link in page.links:
-                if link.nofollow:
-                    result.counters["links_nofollow"] += 1
-                    continue
-                _add_link(ctx, result, link.url, Entry("", depth))
-        else:
-            result.counters["links_too_deep"] += found
+            result.counters["links_soft404_skipped"] += page.found
+            page.extra["soft404"] = True
+            page.links = None
+        elif parsed.tree is not None:
+            feats = ctx.dedup.features(parsed.tree)
+            if feats is not None:
+                result.pending = PendingDedup(
+                    entry.url, lease.host, feats,
+                    lambda answer: _complete_page(ctx, lease, res, result, page, answer))
+                return result
+            dup = DedupResult("skipped")
+    _complete_page(ctx, lease, res, result, page, dup)
+    return result
+
+
+@dataclass
+class _Page:
+    """What ``_fetched`` learned of a page, kept for :func:`_complete_page`."""
+
+    warc_ref: Any
+    found: int = 0
+    links: list[Link] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _complete_page(ctx: WorkerContext, lease: Lease, res: FetchResult, result: LeaseResult,
+                   page: _Page, dup: DedupResult | None) -> None:
+    """The page's links to admit (unless it duplicates a page already crawled) and record."""
+    cfg, entry, extra = ctx.config, lease.entry, page.extra
+    if dup is not None:
+        extra.update(record_fields(dup))
+        if dup.kind in ("exact", "near"):
+            result.counters[f"dup_{dup.kind}"] += 1
+    depth = entry.depth + 1
+    if page.links is None:
+        pass
+    elif dup is not None and dup.skip_links:
+        result.counters["links_dup_skipped"] += page.found
+    elif not cfg.max_depth or ctx.scope.depth_allowed(depth):
+        for link in page.links:
+            if link.nofollow:
+                result.counters["links_nofollow"] += 1
+                continue
+            _add_link(ctx, result, link.url, Entry("", depth))
+    else:
+        result.counters["links_too_deep"] += page.found
     if cfg.ordering == "opic" and result.links:
         # OPIC: the page's cash is shared equally among its out-links (a redirect passes it
         # all on); what lands on URLs already fetched is not kept.
@@ -219,12 +294,11 @@ def _fetched(
         result.links = [(h, u, e, share) for h, u, e, *_ in result.links]
     result.record = _record(
         lease, "fetched", res.started_at, res.ip, status=res.status, bytes=len(res.body),
-        digest=content_fingerprint(res.body) if res.body else None, links_found=found,
+        digest=content_fingerprint(res.body) if res.body else None, links_found=page.found,
         links_admitted=len(result.links), elapsed_s=round(res.elapsed_s, 4),
         content_type=res.content_type, truncated=res.truncated or None,
-        warc=list(warc_ref) if warc_ref else None, **extra,
+        warc=list(page.warc_ref) if page.warc_ref else None, **extra,
     )
-    return result
 
 
 def _admit_redirect(ctx: WorkerContext, result: LeaseResult, entry: Entry, location: str) -> str:

@@ -17,7 +17,7 @@ from frontier.frontier import AdmitResult, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.celery_app import app
 from workers.context import close_context, get_context
-from workers.pipeline import LeaseResult, process_lease
+from workers.pipeline import LeaseResult, process_leases
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +48,12 @@ def fetch(batch: list[list[Any]]) -> int:
     results: list[tuple[LeaseResult, str | None]] = []
     stale: list[tuple[Lease, str | None]] = []
     current = ctx.frontier.begin(leases, ctx.config.fetch_lease_s) if leases else []
+    todo: list[tuple[Lease, str | None]] = []
     for lease, ip, ok in zip(leases, ips, current, strict=True):
-        if not ok:
-            stale.append((lease, ip))
-            continue
-        results.append((process_lease(ctx, lease, ip), ip))
+        (todo if ok else stale).append((lease, ip))
+    if todo:
+        done = process_leases(ctx, todo)
+        results = [(res, ip) for res, (_, ip) in zip(done, todo, strict=True)]
     apply_results(ctx, results, stale)
     return sum(1 for r, _ in results if r.completion.outcome == "fetched")
 
