@@ -225,6 +225,7 @@ def _apply_robots(page: ParsedPage, toks: set[str]) -> None:
 
 def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> None:
     base = url
+    parts = _BaseParts.of(base)
     base_seen = False
     links = page.links
     seen_links = 0
@@ -252,6 +253,7 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
                 resolved = _resolve(href.strip(), url)
                 if resolved is not None:
                     base = resolved
+                    parts = _BaseParts.of(base)
                     page.base_url = resolved
             continue
         elif tag == "meta":
@@ -266,7 +268,7 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
         raw = raw.strip()
         if not raw or raw[:11].lower().startswith(_SKIP_SCHEMES):
             continue
-        resolved = _resolve(raw, base)
+        resolved = _resolve(raw, base, parts)
         if resolved is None:
             continue
         if tag == "link" and page.canonical is None:
@@ -282,8 +284,26 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
 _RESOLVED: BoundedMemo[tuple[str, str], str | None] = BoundedMemo(100_000)
 
 
-def _base_part(href: str, base: str) -> str | None:
-    """The part of ``base`` (a WHATWG-serialized URL) that resolving ``href`` depends on, or
+@dataclass(frozen=True, slots=True)
+class _BaseParts:
+    """The parts of a base URL that links resolve against, cut once per page."""
+
+    base: str
+    scheme: str  # "https:"
+    origin: str | None  # scheme, userinfo, host and port; None for a base without a path
+    directory: str | None  # up to the last "/" of the path
+
+    @classmethod
+    def of(cls, base: str) -> _BaseParts:
+        cut = base.find("/", base.find("://") + 3) if "://" in base else -1
+        if cut < 0:
+            return cls(base, base[: base.find(":") + 1], None, None)
+        path = base.split("?", 1)[0].split("#", 1)[0]
+        return cls(base, base[: base.find(":") + 1], base[:cut], path[: path.rfind("/") + 1])
+
+
+def _base_part(href: str, parts: _BaseParts) -> str | None:
+    """The part of the base (a WHATWG-serialized URL) that resolving ``href`` depends on, or
     None when that is the whole base (a query or fragment alone, an empty href)."""
     if not href.isprintable():
         return None  # tabs, newlines, controls: the parser drops them, which may shift meaning
@@ -291,23 +311,22 @@ def _base_part(href: str, base: str) -> str | None:
     if head.startswith(("http://", "https://")):
         return ""  # absolute with an authority: the base plays no part
     if href.startswith("//"):
-        return base[: base.find(":") + 1]  # the scheme
-    cut = base.find("/", base.find("://") + 3) if "://" in base else -1
-    if cut < 0:
+        return parts.scheme
+    if parts.origin is None:
         return None
     if href.startswith("/"):
-        return base[:cut]  # scheme, userinfo, host and port
+        return parts.origin
     if not href or href[0] in "?#" or ":" in href.split("/", 1)[0]:
         return None  # depends on the whole base, or may carry a scheme of its own
-    path = base.split("?", 1)[0].split("#", 1)[0]
-    return path[: path.rfind("/") + 1]  # the base's directory
+    return parts.directory
 
 
-def _resolve(href: str, base: str) -> str | None:
+def _resolve(href: str, base: str, parts: _BaseParts | None = None) -> str | None:
     """``join_url(base, href)``, memoized: a site's navigation links recur on every page and
     resolving one costs ~2 us (issue 7's profile). The key is the href and the part of the
-    base its resolution depends on, so a hit returns what ``join_url`` would."""
-    part = _base_part(href, base)
+    base its resolution depends on, so a hit returns what ``join_url`` would. ``parts``:
+    ``_BaseParts.of(base)``, for callers resolving many links against one base."""
+    part = _base_part(href, parts if parts is not None else _BaseParts.of(base))
     if part is None:
         return _join(href, base)
     key = (part, href)
