@@ -493,6 +493,25 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return med
 
 
+def paired_ratios(allruns: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Trawl's ratio to each peer within each round (the runs minutes apart), then the median
+    over rounds: on a shared machine whose speed drifts during a long run, pairs taken in one
+    round compare like with like better than the ratio of two medians of different rounds."""
+    out: dict[str, dict[str, Any]] = {}
+    trawl = allruns.get("trawl", [])
+    for name, runs in allruns.items():
+        if name == "trawl":
+            continue
+        pairs = list(zip(trawl, runs, strict=False))
+        fig: dict[str, Any] = {"rounds": len(pairs)}
+        for key in ("pages_per_s", "pages_per_cpu_s"):
+            vals = [t[key] / r[key] for t, r in pairs if r.get(key)]
+            fig[key] = round(statistics.median(vals), 2) if vals else 0.0
+            fig[f"{key}_by_round"] = [round(v, 2) for v in vals]
+        out[name] = fig
+    return out
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     cols = [("crawler", "crawler", "{}"), ("pages/s", "pages_per_s", "{:.1f}"),
             ("pages/CPU-s", "pages_per_cpu_s", "{:.1f}"), ("CPU s", "cpu_s", "{:.1f}"),
@@ -609,6 +628,7 @@ def main() -> int:
                     "pages_per_cpu_s": round(t["pages_per_cpu_s"] / r["pages_per_cpu_s"], 2)
                     if r["pages_per_cpu_s"] else 0.0,
                 }
+    paired = paired_ratios(allruns)
     doc = {
         "when": stamp, "quick": a.quick, "trawl_source": str(ROOT),
         "trawl_commit": os.environ.get("TRAWL_COMMIT", ""), "machine": {
@@ -618,7 +638,8 @@ def main() -> int:
                     "server_cpu_s_total": round(server_cpu_total, 2)},
         "delay_s": a.delay, "runs": runs, "cap_s": cap, "procs": a.procs, "threads": a.threads,
         "scrapy_tuning_pages_per_s": tune, "results": results, "all_runs": allruns,
-        "trawl_ratio": ratios, "monitor_command_counts": counts_only,
+        "trawl_ratio": ratios, "trawl_ratio_paired": paired,
+        "monitor_command_counts": counts_only,
     }
     name = f"{'quick' if a.quick else 'full'}-{stamp}.json"
     (results_dir / name).write_text(json.dumps(doc, indent=1))
@@ -629,6 +650,9 @@ def main() -> int:
     print()
     for k, r in ratios.items():
         print(f"trawl/{k}: pages/s x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
+    for k, r in paired.items():
+        print(f"trawl/{k} paired by round (median of {r['rounds']}): pages/s "
+              f"x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
     print(f"results: {results_dir / name}")
     if "scrapy" in ratios:
         print(f"trawl/scrapy pages_per_s ratio: {ratios['scrapy']['pages_per_s']:.2f}")
