@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from frontier.config import CrawlConfig
@@ -96,6 +97,32 @@ def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
         st = frontier.stats()
         assert st["admitted"] == 1 + 10 and st["queued"] == 10, st  # all 10 back in
         assert st.get("seen_memo_hits", 0) == 0
+
+        # Links the pipeline set aside as known (LeaseResult.known) count as memo hits while
+        # the server is the same, and go to Redis after it restarted.
+        (lease_c2,), _ = frontier.acquire(10, now=time.time() + 60)
+        side = [("c.test", f"http://c.test/side/{i}", 1, 0) for i in range(4)]
+        res = LeaseResult(Completion(lease_c2, time.time(), "fetched"))
+        res.known = [*side, side[0]]
+        apply_results(ctx, [(res, None)], [])
+        st = frontier.stats()
+        assert st["seen_memo_hits"] == 4 and st["queued"] == 9  # one per URL, none sent
+        srv.stop()
+        srv = EmbeddedRedis(tmp_path / "redis", port=port).start()
+        client = redis.Redis(host=srv.host, port=port)
+        frontier = init_crawl(client, cfg, ["http://c.test/"])
+        (lease_c3,), _ = frontier.acquire(10)
+        res = LeaseResult(Completion(lease_c3, time.time(), "fetched"))
+        res.known = side
+        for attempt in range(2):
+            try:
+                apply_results(ctx, [(res, None)], [])
+                break
+            except redis.exceptions.ConnectionError:
+                assert attempt == 0
+        st = frontier.stats()
+        assert st["admitted"] == 1 + 4 and st["queued"] == 4, st
+        assert st.get("seen_memo_hits", 0) == 0
     finally:
         context.close_context()
         srv.stop()
@@ -138,3 +165,34 @@ def test_pages_whose_near_duplicate_check_fails_are_retried_not_lost(tmp_path: P
     finally:
         context.close_context()
         srv.stop()
+
+
+def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(
+        redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    """A completed host's partition is hinted due at its next allowed time (sent with the
+    completion), a host an admission woke at the time the admission reported."""
+    from frontier.frontier import Completion, Entry
+    from workers.pipeline import LeaseResult
+    from workers.tasks import apply_results
+
+    hosts = {"a.test": "192.0.2.1", "b.test": "192.0.2.2"}
+    cfg = CrawlConfig(namespace="hints1", partitions=8, output_dir=str(tmp_path),
+                      static_hosts=hosts).validate()
+    frontier = init_crawl(redis_client, cfg, ["http://a.test/", "http://a.test/2"])
+    configure(redis_server.url, cfg.namespace)
+    context.close_context()
+    try:
+        ctx = context.get_context(redis_server.url, cfg.namespace)
+        (lease,), _ = frontier.acquire(10)
+        later = time.time() + 300
+        link = ("b.test", "http://b.test/", Entry("http://b.test/", 1))
+        redis_client.delete(frontier.due_key)
+        apply_results(ctx, [(LeaseResult(Completion(lease, later, "fetched"), links=[link]),
+                             None)], [])
+        pa, pb = frontier.partition("a.test"), frontier.partition("b.test")
+        assert pa != pb
+        assert redis_client.zscore(frontier.due_key, pa) == pytest.approx(later)
+        woken = redis_client.zscore(frontier.due_key, pb)
+        assert woken is not None and woken < later  # b.test is due now, not in 300 s
+    finally:
+        context.close_context()

@@ -45,6 +45,9 @@ class LeaseResult:
     record: dict[str, Any] | None = None
     #: Set while the page waits for its near-duplicate check (see :func:`process_leases`).
     pending: PendingDedup | None = None
+    #: (host, url, depth, hops) of links the worker's seen-memo already knows: not sent to
+    #: the URL-seen test, unless Redis restarted (``workers.tasks.apply_results``).
+    known: list[tuple[str, str, int, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -295,7 +298,7 @@ def _complete_page(ctx: WorkerContext, lease: Lease, res: FetchResult, result: L
     result.record = _record(
         lease, "fetched", res.started_at, res.ip, status=res.status, bytes=len(res.body),
         digest=content_fingerprint(res.body) if res.body else None, links_found=page.found,
-        links_admitted=len(result.links), elapsed_s=round(res.elapsed_s, 4),
+        links_admitted=len(result.links) + len(result.known), elapsed_s=round(res.elapsed_s, 4),
         content_type=res.content_type, truncated=res.truncated or None,
         warc=list(page.warc_ref) if page.warc_ref else None, **extra,
     )
@@ -334,6 +337,10 @@ def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entr
     if reason:
         result.counters[f"links_{reason}"] += 1
         return None
+    memo = ctx.seen
+    if memo is not None and memo.server is not None and url in memo:
+        result.known.append((host, url, template.depth, template.hops))
+        return url
     result.links.append((host, url, Entry(url, template.depth, 0, template.hops)))
     return url
 

@@ -7,13 +7,14 @@ completed by an earlier delivery of the same message) is skipped before any requ
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter, defaultdict
 from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_shutdown
 
-from frontier.frontier import AdmitResult, Lease, ip_token
+from frontier.frontier import AdmitResult, Entry, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.celery_app import app
 from workers.context import close_context, get_context
@@ -90,11 +91,16 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
             links = {}
     memo = ctx.seen
     known: list[tuple[str, str, Any, float]] = []
+    # Links the pipeline already set aside as known to the memo (memo.server was set then),
+    # once per URL, as the links above are merged.
+    set_aside = list({k[1]: k for res, _ip in results for k in res.known
+                      if k[1] not in links}.values())
     if memo is not None and memo.server is not None:
         for url in [u for u in links if u in memo]:
             known.append(links.pop(url))
-        counters["seen_rejected"] += len(known)
-        counters["seen_memo_hits"] += len(known)
+    if known or set_aside:
+        counters["seen_rejected"] += len(known) + len(set_aside)
+        counters["seen_memo_hits"] += len(known) + len(set_aside)
     allowance = _domain_allowance(frontier, results) if links and frontier.budgets_on else None
     pipe = frontier.pipeline()
     batch = frontier.queue_admit(pipe, links.values(), allowance=allowance,
@@ -105,12 +111,27 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
         (ip, ip_token(r.completion.lease), ip_next) for r, ip in results if ip
     ] + [(ip, ip_token(lease), time.time()) for lease, ip in stale if ip])
     frontier.queue_counters(pipe, 0, counters)
+    # Due hints for the partitions' scheduler: each completed host is due again at its next
+    # allowed time (if it has URLs left), each host an admission woke at the time it reported.
+    # On one server the completions' hints ride in this pipeline, after the completions they
+    # follow; only earlier wake-ups of the admissions need a second round trip.
+    hints: dict[int, float] = {}
+    for res, _ip in results:
+        c = res.completion
+        hints[c.lease.partition] = min(hints.get(c.lease.partition, c.next_allowed),
+                                       c.next_allowed)
+    sent: dict[int, float] = {}
+    if not pipe.cluster:
+        frontier.queue_due_hints(pipe, hints)
+        sent, hints = hints, {}
     if memo is not None:
         pipe.command("INFO", "server")
     replies = pipe.execute()
     admissions = [(batch, replies[:len(batch)])]
     if memo is not None:
         server = str(replies[-1].get("run_id"))
+        if set_aside and server != memo.server:
+            known += [(h, u, Entry(u, d, 0, hops), 1.0) for h, u, d, hops in set_aside]
         if known and server != memo.server:
             # Redis restarted since it answered for the memo's URLs, and may have lost the
             # last of them: those skipped here go through the URL-seen test after all.
@@ -124,13 +145,6 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
             admissions.append((rebatch, again.execute()[:len(rebatch)]))
             links.update((k[1], k) for k in known)
         memo.add(links, server)
-    # Due hints for the partitions' scheduler: each completed host is due again at its next
-    # allowed time (if it has URLs left), each host an admission woke at the time it reported.
-    hints: dict[int, float] = {}
-    for res, _ip in results:
-        c = res.completion
-        hints[c.lease.partition] = min(hints.get(c.lease.partition, c.next_allowed),
-                                       c.next_allowed)
     totals = AdmitResult()
     for admitted, answers in admissions:
         if admitted:
@@ -140,7 +154,8 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
             for d, n in part.by_domain.items():
                 totals.by_domain[d] = totals.by_domain.get(d, 0) + n
             for p, t in admitted.woken(answers).items():
-                hints[p] = min(hints.get(p, t), t)
+                if t < sent.get(p, math.inf):
+                    hints[p] = min(hints.get(p, t), t)
     pipe = frontier.pipeline()
     frontier.queue_due_hints(pipe, hints)
     if ctx.config.max_pages and totals.admitted:
