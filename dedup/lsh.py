@@ -100,9 +100,3 @@ class LSHIndex:
                 self.num_perm, self.max_candidates, self.max_bucket,
                 *band_values(sig, self.bands, self.rows)]
         pipe.script(_SCRIPT, self._keys, args)
-
-    def check(self, fingerprint: bytes, host: str, url: str, sig: np.ndarray,
-              write: bool = True) -> list[object]:
-        pipe = SlotPipeline(self.client)
-        self.queue_check(pipe, fingerprint, host, url, sig, write)
-        return pipe.execute()[0]  # type: ignore[no-any-return]

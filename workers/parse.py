@@ -288,7 +288,6 @@ _RESOLVED: BoundedMemo[tuple[str, str], str | None] = BoundedMemo(100_000)
 class _BaseParts:
     """The parts of a base URL that links resolve against, cut once per page."""
 
-    base: str
     scheme: str  # "https:"
     origin: str | None  # scheme, userinfo, host and port; None for a base without a path
     directory: str | None  # up to the last "/" of the path
@@ -297,9 +296,9 @@ class _BaseParts:
     def of(cls, base: str) -> _BaseParts:
         cut = base.find("/", base.find("://") + 3) if "://" in base else -1
         if cut < 0:
-            return cls(base, base[: base.find(":") + 1], None, None)
+            return cls(base[: base.find(":") + 1], None, None)
         path = base.split("?", 1)[0].split("#", 1)[0]
-        return cls(base, base[: base.find(":") + 1], base[:cut], path[: path.rfind("/") + 1])
+        return cls(base[: base.find(":") + 1], base[:cut], path[: path.rfind("/") + 1])
 
 
 def _base_part(href: str, parts: _BaseParts) -> str | None:

@@ -98,9 +98,7 @@ def process_leases(ctx: WorkerContext,
     for (i, p), dup in zip(waiting, dups, strict=True):
         lease, ip = items[i]
         results[i].pending = None
-        done = _guarded(ctx, lease, ip, _finish_pending, results[i], p, dup)
-        if done is not results[i]:
-            results[i] = done
+        results[i] = _guarded(ctx, lease, ip, _finish_pending, results[i], p, dup)
     return results
 
 
