@@ -38,6 +38,7 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
+from frontier.frontier import Frontier
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig
 from tests.checks import crawler_entries
@@ -91,6 +92,21 @@ def reachable(net: NetnsCluster, node: str, host: str, port: int) -> bool:
     return res.stdout.startswith("OPEN")
 
 
+def wait_for_leases_of(frontier: Frontier, parts: list[int], timeout_s: float) -> dict[str, int]:
+    """The crawl's totals at an instant when ``parts`` hold URL leases in flight. Between
+    tasks (every due host waiting out its delay) a partition can have none, so one sample
+    is not enough: poll until one shows, within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        per_part = frontier.partition_stats()
+        if sum(per_part[p].get("inflight", 0) for p in parts) > 0:
+            totals = frontier.stats()
+            assert totals["queued"] > 0, totals
+            return totals
+        assert time.monotonic() < deadline, f"no lease in flight on {parts}: {per_part}"
+        time.sleep(0.02)
+
+
 def token(value: str) -> int:
     return int(value.split("|")[1]) if "|" in value else 0
 
@@ -119,9 +135,9 @@ def test_partition_drill_worker_cut_off_from_redis_for_30s(
                 assert pool.alive() == WORKERS, pool.log_text(0)[-3000:]
                 time.sleep(0.2)
             w1_parts = [p for p, o in enumerate(frontier.partition_owners()) if o == "w1"]
+            assert w1_parts, frontier.partition_owners()
             held = own_values(d, w1_parts)
-            before = frontier.stats()
-            assert w1_parts and before["inflight"] > 0 and before["queued"] > 0, before
+            before = wait_for_leases_of(frontier, w1_parts, timeout_s=30.0)
 
             net.cut("w1", "drop", peers=["redis"])
             t_cut, cut_wall = time.monotonic(), time.time()
