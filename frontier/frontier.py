@@ -230,7 +230,9 @@ class Frontier:
                 if dom in allowance:
                     ix = budget_ix[p]
                     bi = ix.setdefault(dom, len(ix) + 1)
-            groups[p].extend((host, entry.encode(), h1, h2, repr(prio), bi))
+            # One link = ADMIT_STRIDE arguments of lua/admit.lua (hashes as 2 x 7 bytes).
+            groups[p].extend((host, entry.encode(), h1.to_bytes(7, "big") + h2.to_bytes(7, "big"),
+                              repr(prio), bi))
         shares = _split_allowance(allowance, budget_ix, groups) if budget_ix else {}
         batch = AdmitBatch()
         for p, args in groups.items():
@@ -529,6 +531,10 @@ class Frontier:
         return n
 
 
+#: Arguments per link of lua/admit.lua: host, entry, hashes, priority, budget index.
+ADMIT_STRIDE = 5
+
+
 def _split_allowance(allowance: Mapping[str, int] | None,
                      budget_ix: Mapping[int, Mapping[str, int]],
                      groups: Mapping[int, list[Any]]) -> dict[tuple[int, str], int]:
@@ -540,7 +546,8 @@ def _split_allowance(allowance: Mapping[str, int] | None,
     for p, ix in budget_ix.items():
         args = groups[p]
         for dom, k in ix.items():
-            counts[dom][p] = sum(1 for j in range(5, len(args), 6) if args[j] == k)
+            counts[dom][p] = sum(1 for j in range(ADMIT_STRIDE - 1, len(args), ADMIT_STRIDE)
+                                 if args[j] == k)
     shares: dict[tuple[int, str], int] = {}
     for dom, per_part in counts.items():
         total, left = sum(per_part.values()), allowance[dom]
