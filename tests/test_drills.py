@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -92,6 +93,12 @@ def test_rebalancing_join_and_clean_leave(drill: Drill) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
     for proc in drill.pool.procs[:2]:
         proc.wait(30)
+    # A clean leave hands its partitions back before it exits: no partition is still owned by
+    # a leaver when it is gone (an expiry would leave 4 owners for up to partition_ttl_s).
+    assert len({o for o in drill.frontier.partition_owners() if o}) <= 2
+    for i in (0, 1):
+        log_text = (drill.pool.log_dir / f"worker-{i}.log").read_text(errors="replace")
+        assert re.search(r"left: released (\d+) of its \1 partitions", log_text), i
     loads2 = drill.settle_assignment(2, timeout_s=10.0)
     rates.append(rate(4.0))
     drill.wait_done()

@@ -3,6 +3,8 @@
 * Per trap kind, a crawl with every defence on keeps that trap's fetches under a bound set by
   the defence, and a crawl with every defence off (the negative control) blows through each
   bound: removing any one defence makes its kind's bound fail.
+* Per trap kind, a crawl with every defence on except that kind's own (seeded at the trap's
+  entry links) goes past the bound: each defence is needed by itself, not only as one of all.
 * The issue's judge: with traps present and a 10,000-page limit, at most 5% of fetches go into
   trap spaces, and the normal pages crawled are within 5% of a crawl of the same web without
   traps.
@@ -50,13 +52,29 @@ BOUNDS = {
     "farm": 3 * 250 + 30,
 }
 FARM_BUDGET = 250
+#: The settings that make up each kind's defence, turned off.
+DEFENCE_OF: dict[str, dict[str, Any]] = {
+    "calendar": {"calendar_window_years": 0},
+    "session": {"session_id_params": []},
+    "repeat": {"max_segment_repeats": 0},
+    "deep": {"max_path_segments": 0},
+    "facets": {"max_query_params": 0, "max_query_variants_per_path": 0},
+    "soft404": {"soft404_probe": False},
+    "redirect": {"max_redirects": 1000},
+    "farm": {"domain_budget_base": 0},
+}
+
+
+def fetches_by_kind(web: SandboxWeb, entries: list[Any]) -> Counter[str | None]:
+    return Counter(web.site.trap_kind(f"http://{e.host}:{web.port}{e.path}") for e in entries)
 
 
 def run_crawl(web: SandboxWeb, redis_url: str, out: Path, ns: str, timeout_s: float,
-              seeds: list[str] | None = None, **settings: Any
-              ) -> tuple[Counter[str | None], list[Any], dict[str, int]]:
-    """Crawl until done (or ``timeout_s``); returns fetches per trap kind (None = normal), the
-    crawler's log entries and the crawl's counters."""
+              seeds: list[str] | None = None, stop_after: tuple[str, int] | None = None,
+              **settings: Any) -> tuple[Counter[str | None], list[Any], dict[str, int]]:
+    """Crawl until done (or ``timeout_s``, or more than n fetches of kind k for
+    ``stop_after=(k, n)``); returns fetches per trap kind (None = normal), the crawler's log
+    entries and the crawl's counters."""
     site = web.site
     cfg = CrawlConfig(**{
         "namespace": ns, "host_delay_s": 0.01, "allow_private_ips": True,
@@ -74,13 +92,15 @@ def run_crawl(web: SandboxWeb, redis_url: str, out: Path, ns: str, timeout_s: fl
     try:
         while not watcher.done(settle_s=1.0) and time.monotonic() < deadline:
             time.sleep(0.5)
+            if stop_after is not None:
+                kind, most = stop_after
+                if fetches_by_kind(web, crawler_entries(web.read_log()[before:]))[kind] > most:
+                    break
     finally:
         pool.stop()
     time.sleep(0.3)  # the server flushes its log every 0.1 s
     entries = crawler_entries(web.read_log()[before:])
-    kinds: Counter[str | None] = Counter(
-        site.trap_kind(f"http://{e.host}:{web.port}{e.path}") for e in entries)
-    return kinds, entries, frontier.stats()
+    return fetches_by_kind(web, entries), entries, frontier.stats()
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +137,22 @@ def test_each_trap_is_contained_by_its_defence(kind: str, defended, undefended) 
           f"(bound {BOUNDS[kind]})")
     assert with_defence <= BOUNDS[kind]
     assert without > BOUNDS[kind], "the negative control must show the trap is a trap"
+
+
+@pytest.mark.parametrize("kind", sorted(BOUNDS))
+def test_each_defence_alone_holds_its_trap(kind: str, small_web,
+                                           redis_server: EmbeddedRedis) -> None:
+    """Every defence on but ``kind``'s: its trap goes past the bound the defence sets, so no
+    other defence (path depth, URL length, query caps, ...) would hold it in its place."""
+    web, tmp = small_web
+    seeds = [trap for k, _page, trap in web.site.trap_entries() if k == kind]
+    assert seeds
+    settings = {"dedup_enabled": False, "domain_budget_base": FARM_BUDGET, **DEFENCE_OF[kind]}
+    kinds, entries, _ = run_crawl(web, redis_server.url, tmp, f"alone-{kind}", 90, seeds=seeds,
+                                  stop_after=(kind, BOUNDS[kind]), **settings)
+    print(f"{kind}: {kinds[kind]} fetches with only its defence off (bound {BOUNDS[kind]})")
+    assert kinds[kind] > BOUNDS[kind]
+    assert overlaps(entries, "host") == []
 
 
 def test_defended_crawl_fetches_the_whole_normal_web_politely(small_web, defended) -> None:

@@ -206,7 +206,10 @@ class Member:
             owned, self._owned = self._owned, {}
             self._valid_until = 0.0
         try:
-            self.frontier.release_partitions(owned)
+            released = self.frontier.release_partitions(owned)
             self.client.zrem(self.members_key, self.id)
+            # Warning: shown at the default log level, a member leaving is a cluster event.
+            log.warning("member %s left: released %d of its %d partitions", self.id, released,
+                        len(owned))
         except redis.RedisError as exc:
             log.warning("could not release partitions cleanly (they expire): %s", exc)
