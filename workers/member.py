@@ -42,6 +42,13 @@ log = logging.getLogger(__name__)
 OWNERSHIP_MARGIN = 0.1
 #: Heartbeat retry interval while Redis does not answer (seconds).
 RETRY_S = 1.0
+#: A heartbeat runs this long after another member's entry expires (its claims were renewed a
+#: few ms after it), so a dead member's partitions move one TTL after its last heartbeat, not
+#: up to one heartbeat interval later.
+EXPIRY_SLACK_S = 0.25
+#: While some of its partitions are still held by others (a handover or expiry under way), a
+#: member retries its claims this often instead of once per heartbeat interval.
+CLAIM_RETRY_S = 1.0
 #: While failing, repeat the warning at most this often (seconds).
 LOG_EVERY_S = 10.0
 
@@ -62,6 +69,10 @@ class Member:
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.takeovers = 0
+        #: time.time() when the earliest other member's entry expires (None: no other member),
+        #: and whether the last heartbeat got every partition assigned to us.
+        self._others_expire: float | None = None
+        self._claimed_all = True
         #: Times ownership was dropped because no heartbeat succeeded within the TTL.
         self.lapses = 0
         #: Times the heartbeat succeeded again after failing.
@@ -74,7 +85,18 @@ class Member:
         return self._owned
 
     def live_members(self, now: float) -> list[str]:
-        return [m.decode() for m in self.client.zrangebyscore(self.members_key, now, "+inf")]
+        live = self.client.zrangebyscore(self.members_key, now, "+inf", withscores=True)
+        others = [score for m, score in live if m.decode() != self.id]
+        self._others_expire = min(others) if others else None
+        return [m.decode() for m, _ in live]
+
+    def next_heartbeat_in(self, interval: float) -> float:
+        """Seconds to the next heartbeat: the interval, or sooner when another member's entry
+        is about to expire (it stopped renewing) or partitions we should own are still held."""
+        wait = interval if self._claimed_all else min(interval, CLAIM_RETRY_S)
+        if self._others_expire is not None:
+            wait = min(wait, max(0.05, self._others_expire - time.time() + EXPIRY_SLACK_S))
+        return wait
 
     def heartbeat(self) -> None:
         """Announce ourselves, drop what is no longer ours, claim what is."""
@@ -102,6 +124,7 @@ class Member:
                 self._owned = {p: v for p, v in self._owned.items() if p not in lost}
             self.frontier.release_partitions(lost)
         tokens = self.frontier.claim_partitions(self.id, sorted(target), ttl)
+        self._claimed_all = len(tokens) == len(target)
         new = {p: f"{self.id}|{t}" for p, t in tokens.items()}
         with self._lock:
             self.takeovers += len(set(new) - set(owned))
@@ -146,6 +169,7 @@ class Member:
             wait = interval
             try:
                 self.heartbeat()
+                wait = self.next_heartbeat_in(interval)
                 if failing_since is not None:
                     self.rejoins += 1
                     log.warning("member %s: Redis answers again after %.1f s; rejoined, holding "
