@@ -40,6 +40,14 @@ from sandbox import LogEntry, RobotsKind, SandboxConfig, SandboxWeb  # noqa: E40
 
 PEER_PY = BENCH / ".venv-peers" / "bin" / "python"
 TRAWL_PY = Path(sys.executable)
+
+
+def ensure_py_spy() -> None:
+    """--profile needs py-spy next to this interpreter: install it (pip) on a fresh machine."""
+    if not (TRAWL_PY.parent / "py-spy").exists():
+        print("installing py-spy for --profile", flush=True)
+        subprocess.run([str(TRAWL_PY), "-m", "pip", "install", "-q",
+                        "--disable-pip-version-check", "py-spy"], check=True)
 CLK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TOL_S = 0.002  # same tolerance as tests/checks.py
@@ -577,6 +585,8 @@ def main() -> int:
                   f"{len(web.seeds)} seeds, {n_pages} reachable pages, port {web.port}; "
                   f"{os.cpu_count()} cores; delay {a.delay} s; {a.procs} processes; "
                   f"{runs} run(s) each, cap {cap:.0f} s", flush=True)
+            if a.profile:
+                ensure_py_spy()
             bench = Bench(web, work, a.delay, a.procs, a.threads, a.scrapy_concurrency, cap,
                           BENCH / "profiles" / "trawl-worker-bench.txt" if a.profile else None)
             tune: dict[int, float] = {}
