@@ -149,7 +149,9 @@ class Member:
         """The partitions the scheduler may act on now (read before every scheduler step)."""
         with self._lock:
             owned = self._drop_if_lapsed()
-            fenced = self.frontier.fenced & owned.keys()
+            # Every rejected acquire counts, also of a partition the heartbeat thread has
+            # meanwhile dropped (its claim failed): Redis refused a stale write either way.
+            fenced = self.frontier.fenced
             if fenced:
                 log.warning("member %s: acquire fenced in partitions %s (a newer owner holds "
                             "them): dropped", self.id, sorted(fenced))
