@@ -5,7 +5,9 @@
 For each size N, on a fresh EmbeddedRedis and frontier.frontier.Frontier (64 partitions,
 default Bloom: 10M capacity, 1% FP):
   1. fill: admit N distinct URLs of 10,000 hosts through ``Frontier.admit`` in batches of
-     ``--batch`` links -> links/s (wall, client + one Redis), Redis CPU per link;
+     ``--batch`` links -> links/s (wall, client + one Redis), Redis CPU per link; then the
+     same path with links already seen (up to 200,000 of them again) and with a crawl's mix
+     (19 seen : 1 new) -> links/s;
   2. memory: INFO used_memory delta over the fill, MEMORY USAGE of the Bloom keys; queue bytes
      per URL = (delta - Bloom) / N, next to the mean URL length;
   3. steady state at ~N queued: rounds of acquire (2 hosts per partition) + complete +
@@ -57,12 +59,24 @@ def links(start: int, n: int) -> list[tuple[str, str, Entry]]:
     return out
 
 
-def one_size(n: int, batch: int, pages: int, work: Path) -> dict:
+def admit_rate(fr: Frontier, todo: list[tuple[str, str, Entry]], batch: int,
+               redis_pid: int) -> tuple[int, float, float]:
+    """Links/s of one client admitting ``todo``, and Redis and client CPU (us) per link."""
+    rcpu0, ccpu0, t0 = proc_cpu(redis_pid), time.process_time(), time.perf_counter()
+    for start in range(0, len(todo), batch):
+        fr.admit(todo[start:start + batch])
+    wall = time.perf_counter() - t0
+    n = len(todo)
+    return (round(n / wall), round(1e6 * (proc_cpu(redis_pid) - rcpu0) / n, 2),
+            round(1e6 * (time.process_time() - ccpu0) / n, 2))
+
+
+def one_size(n: int, batch: int, pages: int, work: Path, backend: str) -> dict:
     data = work / f"redis-{n}"
-    with EmbeddedRedis(data) as red:
+    with EmbeddedRedis(data, redisbloom=backend != "lua") as red:
         client = redis.Redis(host=red.host, port=red.port)
         fr = Frontier(client, CrawlConfig(namespace="scale", host_delay_s=0.0,
-                                          allow_private_ips=True))
+                                          allow_private_ips=True, bloom_backend=backend))
         client.config_resetstat()
         mem0 = int(client.info("memory")["used_memory"])
         rcpu0, ccpu0, t0 = proc_cpu(red.pid), time.process_time(), time.perf_counter()
@@ -82,6 +96,12 @@ def one_size(n: int, batch: int, pages: int, work: Path) -> dict:
             range(0, n, max(1, n // 10000)))
         queue_bytes = (mem1 - mem0 - bloom) / max(1, admitted)
         bloom_capacity = fr.config.bloom_capacity
+        seen_rate, seen_redis_us, seen_client_us = admit_rate(
+            fr, links(0, min(n, 200_000)), batch, red.pid)
+        mix = [x for i in range(0, min(n, 190_000), 19)
+               for x in links(i, 19) + links(n + 10_000_000 + i, 1)]
+        mix_rate, mix_redis_us, mix_client_us = admit_rate(fr, mix, batch, red.pid)
+        client.delete(*[fr.keys.host_queue(fr.partition(h), h) for h, _, _ in mix[19::20]])
 
         # steady state
         next_new = n
@@ -106,7 +126,13 @@ def one_size(n: int, batch: int, pages: int, work: Path) -> dict:
         stats = fr.stats()
     shutil.rmtree(data, ignore_errors=True)
     return {
+        "bloom_backend": fr.config.bloom_backend,
         "queued_urls": n, "admitted": admitted,
+        "seen_links_per_s": seen_rate, "mixed_19_seen_1_new_links_per_s": mix_rate,
+        "seen_redis_cpu_us_per_link": seen_redis_us, "seen_client_cpu_us_per_link": seen_client_us,
+        "mixed_redis_cpu_us_per_link": mix_redis_us, "mixed_client_cpu_us_per_link": mix_client_us,
+        # What one Redis core can take from any number of clients: 1 / its CPU per link.
+        "mixed_links_per_redis_core_s": round(1e6 / mix_redis_us) if mix_redis_us else None,
         "fill_links_per_s": round(n / fill_s), "fill_s": round(fill_s, 2),
         "fill_redis_cpu_us_per_link": round(1e6 * rcpu_fill / n, 2),
         "fill_client_cpu_us_per_link": round(1e6 * ccpu_fill / n, 2),
@@ -131,20 +157,26 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--batch", type=int, default=1000, help="links per Frontier.admit call")
     ap.add_argument("--pages", type=int, default=20000, help="steady-state pages per size")
+    ap.add_argument("--backends", default="lua,redisbloom",
+                    help="URL-seen backends to measure, each at every size")
     a = ap.parse_args()
     work = ROOT / "bench" / "work" / f"scale-{os.getpid()}"
     rows = []
-    for n in [int(x) for x in a.sizes.split(",")]:
-        row = one_size(n, a.batch, a.pages, work)
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    for backend in a.backends.split(","):
+        for n in [int(x) for x in a.sizes.split(",")]:
+            row = one_size(n, a.batch, a.pages, work, backend)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     shutil.rmtree(work, ignore_errors=True)
-    base = rows[0]["cpu_us_per_page"]
     print()
-    print(f"{'queued':>10} {'admit links/s':>13} {'CPU us/page':>11} {'vs first':>8} "
+    print(f"{'backend':>10} {'queued':>10} {'new links/s':>11} {'seen/s':>8} {'mix/s':>8} "
+          f"{'CPU us/page':>11} {'vs first':>8} "
           f"{'queue B/URL':>11} {'URL len':>7} {'Bloom B/URL':>11} {'cmds/page':>9}")
     for r in rows:
-        print(f"{r['queued_urls']:>10} {r['fill_links_per_s']:>13} {r['cpu_us_per_page']:>11} "
+        base = next(x for x in rows if x["bloom_backend"] == r["bloom_backend"])["cpu_us_per_page"]
+        print(f"{r['bloom_backend']:>10} {r['queued_urls']:>10} {r['fill_links_per_s']:>11} "
+              f"{r['seen_links_per_s']:>8} {r['mixed_19_seen_1_new_links_per_s']:>8} "
+              f"{r['cpu_us_per_page']:>11} "
               f"{r['cpu_us_per_page'] / base:>8.2f} {r['queue_bytes_per_url']:>11} "
               f"{r['mean_url_len']:>7} {r['bloom_bytes_per_capacity_url']:>11} "
               f"{r['redis_commands_per_page_incl_lua']:>9}")

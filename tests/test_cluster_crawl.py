@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from frontier.redisbloom import module_path
 from frontier.redisclient import client_from_url
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxWeb
@@ -35,6 +36,10 @@ def test_crawl_on_a_three_master_cluster(tmp_path: Path, redis_server: EmbeddedR
             # The state really is spread: every master holds some partitions' keys.
             keys = [redis.Redis(port=node.port).dbsize() for node in cluster.nodes[:3]]
             assert all(keys)
+            # Each master was checked for the BF commands: RedisBloom where it is loaded.
+            assert frontier.config.bloom_backend == ("redisbloom" if module_path() else "lua")
+            bf_keys = [len(redis.Redis(port=node.port).keys("*:bf")) for node in cluster.nodes]
+            assert all(bf_keys) == (frontier.config.bloom_backend == "redisbloom")
             print(json.dumps({"drill": "cluster", "urls": len(expected),
                               "fetched": sum(counts.values()), "keys_per_master": keys}))
         finally:

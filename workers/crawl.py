@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from frontier.config import ConfigError, CrawlConfig
-from frontier.frontier import Entry, Frontier
+from frontier.frontier import Entry, Frontier, resolve_bloom_backend
 from frontier.keys import Keys
 from frontier.redisclient import client_from_url
 from frontier.urls import InvalidURL, canonicalize, host_of
@@ -67,6 +67,8 @@ def init_crawl(client: redis.Redis, config: CrawlConfig, seeds: list[str],
     if exists and resume and not fresh:
         config = CrawlConfig.from_json(client.get(keys.config).decode())
     else:
+        # Resolved once, stored: a worker joining later tests URLs against the same filter.
+        config = resolve_bloom_backend(client, config)
         client.set(keys.config, config.to_json())
     client.set(keys.started, repr(time.time()), nx=True)
     frontier = Frontier(client, config)

@@ -1,11 +1,14 @@
 -- Admit a batch of links into one partition: URL-seen test-and-set on the partition's scalable
 -- Bloom filter (see frontier/bloom.py), then enqueue the new ones.
 -- KEYS[1] = <prefix>r (routes the call to the partition's slot; all keys share the tag)
--- ARGV: prefix, now, mode, host_cap, query_cap, n_budgets, budgets..., n_layers, then per
---       layer: bits, k, capacity; then per link: host, entry, hashes, prio, budget ('' =
---       none, else a 1-based index into budgets). hashes: the URL's two 52-bit hashes h1, h2
---       (frontier/bloom.py url_hash), 7 bytes big-endian each: decoding bytes costs a
---       fraction of tonumber's strtod on 16 decimal digits (callgrind, issue 7).
+-- ARGV: prefix, now, mode, host_cap, query_cap, stride, n_budgets, budgets..., the filter,
+--       then per link: host, entry, hashes[, prio, budget] ('' = none, else a 1-based index
+--       into budgets; both only when stride is 5: priority orderings or budgets). hashes: the URL's two 52-bit hashes h1, h2 (frontier/bloom.py url_hash),
+--       7 bytes big-endian each: decoding bytes costs a fraction of tonumber's strtod on 16
+--       decimal digits (callgrind, issue 7).
+--   the filter: 'lua', n_layers, then per layer: bits, k, capacity (our bitmaps, keys b<l>);
+--         or 'bf', rate, capacity, expansion: RedisBloom's scalable filter in key bf, fed the
+--         14 hash bytes as the item (frontier/redisbloom.py: why rate is twice the crawl's).
 --   mode: 'l' host queues are FIFO lists (bfs); 'z' host queues are ZSETs url -> -priority
 --         with the entry's head in HASH qe (random: prio is the score of a new URL); 'a' as
 --         'z', and a link to a URL still queued adds prio to it (indegree, opic).
@@ -21,22 +24,38 @@ local now = tonumber(ARGV[2])
 local mode = ARGV[3]
 local host_cap = tonumber(ARGV[4])
 local query_cap = tonumber(ARGV[5])
-local nbud = tonumber(ARGV[6])
+local STRIDE = tonumber(ARGV[6])  -- ARGV entries per link: 3 or 5
+local nbud = tonumber(ARGV[7])
 local budget, spent = {}, {}
-for b = 1, nbud do budget[b] = tonumber(ARGV[6 + b]); spent[b] = 0 end
-local base = 7 + nbud
-local nspec = tonumber(ARGV[base])
+for b = 1, nbud do budget[b] = tonumber(ARGV[7 + b]); spent[b] = 0 end
+local base = 9 + nbud
+local use_bf = ARGV[base - 1] == 'bf'
+local nspec = 0
 local bits, ks, caps = {}, {}, {}
-for l = 0, nspec - 1 do
-  bits[l] = tonumber(ARGV[base + 1 + 3 * l])
-  ks[l] = tonumber(ARGV[base + 2 + 3 * l])
-  caps[l] = tonumber(ARGV[base + 3 + 3 * l])
+local bf = prefix .. 'bf'
+if use_bf then
+  -- Reserved with the crawl's rate and capacity before its first item, or BF.MADD would
+  -- create it with RedisBloom's defaults (100 items at 1%).
+  if redis.call('EXISTS', bf) == 0 then
+    redis.call('BF.RESERVE', bf, ARGV[base], ARGV[base + 1], 'EXPANSION', ARGV[base + 2])
+  end
+  base = base + 2
+else
+  nspec = tonumber(ARGV[base])
+  for l = 0, nspec - 1 do
+    bits[l] = tonumber(ARGV[base + 1 + 3 * l])
+    ks[l] = tonumber(ARGV[base + 2 + 3 * l])
+    caps[l] = tonumber(ARGV[base + 3 + 3 * l])
+  end
 end
 local ready = KEYS[1]
 local pr = prefix .. 'pr'
 local hn, hb, st = prefix .. 'hn', prefix .. 'hb', prefix .. 's'
-local layer = tonumber(redis.call('HGET', st, 'bloom_layer') or 0)
-local fill = tonumber(redis.call('HGET', st, 'bloom_fill') or 0)
+local layer, fill = 0, 0
+if not use_bf then
+  layer = tonumber(redis.call('HGET', st, 'bloom_layer') or 0)
+  fill = tonumber(redis.call('HGET', st, 'bloom_fill') or 0)
+end
 local admitted, rejected, over_host, over_query, over_budget, reprio = 0, 0, 0, 0, 0, 0
 
 -- Create layer l's bitmap at its full size before its first bit is set: grown bit by bit,
@@ -46,14 +65,13 @@ local function alloc(l)
   local key = prefix .. 'b' .. l
   if redis.call('EXISTS', key) == 0 then redis.call('SETBIT', key, bits[l] - 1, 0) end
 end
-if fill == 0 then alloc(layer) end
+if fill == 0 and not use_bf then alloc(layer) end
 local flags = {}
 local args = {}
 -- Numbers go to redis.call as strings made here: Redis would format each one with
 -- snprintf("%.17g"), several times the cost of an integer format (callgrind, issue 7).
 local fmt = string.format
 local byte = string.byte
-local STRIDE = 5  -- ARGV entries per link
 
 -- The two hashes of the link whose hashes are at ARGV[a].
 local function hashes(a)
@@ -86,6 +104,12 @@ end
 
 -- Is the URL in the Bloom filter? With set=true the newest layer is test-and-set.
 local function seen_test(bh, ih, set)
+  if use_bf then
+    local item = ARGV[bh]
+    if set then return redis.call('BF.ADD', bf, item) == 0 end
+    return redis.call('BF.EXISTS', bf, item) == 1
+  end
+  bh, ih = hashes(bh)
   for l = 0, layer - 1 do
     local j = ops(l, 'GET', bh, ih)
     if all_set(redis.call('BITFIELD', prefix .. 'b' .. l, unpack(args, 1, j)), ks[l]) then
@@ -159,7 +183,20 @@ local function unseen(list, from)
   end
   return out
 end
-if batched then
+if batched and use_bf then
+  -- RedisBloom tests-and-sets in order: a URL twice in a batch is new, then seen.
+  local MAXI = 4000  -- items per BF.MADD (Lua's unpack stops near 8000)
+  local nlinks = (n - first + 1) / STRIDE
+  local items = {}
+  local s = 1
+  while s <= nlinks do
+    local e = math.min(nlinks, s + MAXI - 1)
+    for t = s, e do items[t - s + 1] = ARGV[first + STRIDE * (t - 1) + 2] end
+    local got = redis.call('BF.MADD', bf, unpack(items, 1, e - s + 1))
+    for t = s, e do if got[t - s + 1] == 0 then seen_before[t] = true end end
+    s = e + 1
+  end
+elseif batched then
   local pending = {}
   for j = 1, (n - first + 1) / STRIDE do pending[j] = j end
   for l = 0, layer - 1 do
@@ -187,74 +224,79 @@ local i = first
 local link = 0
 while i <= n do
   link = link + 1
-  local host, entry = ARGV[i], ARGV[i + 1]
-  local prio = tonumber(ARGV[i + 3])
-  local bi = tonumber(ARGV[i + 4])
-  local url
-  if mode ~= 'l' or query_cap > 0 then
-    url = string.sub(entry, string.find(entry, ' ', 1, true) + 1)
-  end
-  -- A URL over its domain's budget is tested without setting its bits.
-  local capped = bi and budget[bi] - spent[bi] <= 0
-  local seen
-  if batched then
-    seen = seen_before[link] or false
+  if seen_before[link] and mode ~= 'a' then
+    -- Seen, nothing to re-prioritize: the common case, kept short.
+    rejected = rejected + 1
+    flags[link] = '0'
   else
-    local h1, h2 = hashes(i + 2)
-    seen = seen_test(h1, h2, not capped)
-  end
-  local why, qkey = nil, nil
-  if seen then
-    why = 'seen'
-    if mode == 'a' and prio ~= 0 then
-      local q = prefix .. 'q:' .. host
-      local score = redis.call('ZADD', q, 'XX', 'INCR', -prio, url)
-      if score then
-        reprio = reprio + 1
-        if redis.call('ZSCORE', pr, host) then redis.call('ZADD', pr, 'LT', score, host) end
+    local host, entry = ARGV[i], ARGV[i + 1]
+    local prio, bi = 0, nil
+    if STRIDE > 3 then prio = tonumber(ARGV[i + 3]); bi = tonumber(ARGV[i + 4]) end
+    local url
+    if mode ~= 'l' or query_cap > 0 then
+      url = string.sub(entry, string.find(entry, ' ', 1, true) + 1)
+    end
+    -- A URL over its domain's budget is tested without setting its bits.
+    local capped = bi and budget[bi] - spent[bi] <= 0
+    local seen
+    if batched then
+      seen = seen_before[link] or false
+    else
+      seen = seen_test(i + 2, nil, not capped)
+    end
+    local why, qkey = nil, nil
+    if seen then
+      why = 'seen'
+      if mode == 'a' and prio ~= 0 then
+        local q = prefix .. 'q:' .. host
+        local score = redis.call('ZADD', q, 'XX', 'INCR', -prio, url)
+        if score then
+          reprio = reprio + 1
+          if redis.call('ZSCORE', pr, host) then redis.call('ZADD', pr, 'LT', score, host) end
+        end
+      end
+    elseif capped then
+      why = 'budget'
+      over_budget = over_budget + 1
+    else
+      if query_cap > 0 then
+        local qm = string.find(url, '?', 1, true)
+        qkey = qm and host .. string.sub(url, 1, qm - 1)
+      end
+      if host_cap > 0 and tonumber(redis.call('HGET', prefix .. 'hc', host) or 0) >= host_cap then
+        why = 'host'
+        over_host = over_host + 1
+      elseif qkey and tonumber(redis.call('HGET', prefix .. 'qv', qkey) or 0) >= query_cap then
+        why = 'query'
+        over_query = over_query + 1
       end
     end
-  elseif capped then
-    why = 'budget'
-    over_budget = over_budget + 1
-  else
-    if query_cap > 0 then
-      local qm = string.find(url, '?', 1, true)
-      qkey = qm and host .. string.sub(url, 1, qm - 1)
+    if not seen and not batched and not use_bf then
+      -- Counted even when a cap refuses the URL: its bits are set, it is not coming back.
+      if not capped then
+        fill = fill + 1
+        if fill >= caps[layer] and layer + 1 < nspec then layer = layer + 1; fill = 0; alloc(layer) end
+      end
     end
-    if host_cap > 0 and tonumber(redis.call('HGET', prefix .. 'hc', host) or 0) >= host_cap then
-      why = 'host'
-      over_host = over_host + 1
-    elseif qkey and tonumber(redis.call('HGET', prefix .. 'qv', qkey) or 0) >= query_cap then
-      why = 'query'
-      over_query = over_query + 1
-    end
-  end
-  if not seen and not batched then
-    -- Counted even when a cap refuses the URL: its bits are set, it is not coming back.
-    if not capped then
-      fill = fill + 1
-      if fill >= caps[layer] and layer + 1 < nspec then layer = layer + 1; fill = 0; alloc(layer) end
-    end
-  end
-  if why then
-    rejected = rejected + 1
-    flags[#flags + 1] = '0'
-  else
-    admitted = admitted + 1
-    flags[#flags + 1] = '1'
-    if bi then spent[bi] = spent[bi] + 1 end
-    if host_cap > 0 then redis.call('HINCRBY', prefix .. 'hc', host, 1) end
-    if qkey then redis.call('HINCRBY', prefix .. 'qv', qkey, 1) end
-    local q = prefix .. 'q:' .. host
-    if mode == 'l' then
-      -- A queue that was not empty means the host is already in r or leased: no wake.
-      if redis.call('RPUSH', q, entry) == 1 then wake(host, q, 0) end
+    if why then
+      rejected = rejected + 1
+      flags[link] = '0'
     else
-      local head = string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
-      redis.call('ZADD', q, -prio, url)
-      redis.call('HSET', prefix .. 'qe', url, head)
-      wake(host, q, -prio)
+      admitted = admitted + 1
+      flags[link] = '1'
+      if bi then spent[bi] = spent[bi] + 1 end
+      if host_cap > 0 then redis.call('HINCRBY', prefix .. 'hc', host, 1) end
+      if qkey then redis.call('HINCRBY', prefix .. 'qv', qkey, 1) end
+      local q = prefix .. 'q:' .. host
+      if mode == 'l' then
+        -- A queue that was not empty means the host is already in r or leased: no wake.
+        if redis.call('RPUSH', q, entry) == 1 then wake(host, q, 0) end
+      else
+        local head = string.sub(entry, 1, string.find(entry, ' ', 1, true) - 1)
+        redis.call('ZADD', q, -prio, url)
+        redis.call('HSET', prefix .. 'qe', url, head)
+        wake(host, q, -prio)
+      end
     end
   end
   i = i + STRIDE
@@ -263,7 +305,7 @@ if admitted > 0 then
   redis.call('HINCRBY', st, 'admitted', admitted)
   redis.call('HINCRBY', st, 'queued', admitted)
 end
-if admitted + over_host + over_query > 0 then
+if admitted + over_host + over_query > 0 and not use_bf then
   redis.call('HSET', st, 'bloom_layer', layer, 'bloom_fill', fill)
 end
 local seen_n = rejected - over_host - over_query - over_budget
