@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import platform
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(os.environ.get("TRAWL_SRC") or Path(__file__).resolve().parent.parent)  # a snapshot: see bench/run
 sys.path.insert(0, str(ROOT))
@@ -71,7 +73,46 @@ def admit_rate(fr: Frontier, todo: list[tuple[str, str, Entry]], batch: int,
             round(1e6 * (time.process_time() - ccpu0) / n, 2))
 
 
-def one_size(n: int, batch: int, pages: int, work: Path, backend: str) -> dict:
+def _client(port: int, backend: str, todo: list[tuple[str, str, Entry]], batch: int,
+            go: Any, out: Any) -> None:
+    fr = Frontier(redis.Redis(port=port), CrawlConfig(
+        namespace="scale", host_delay_s=0.0, allow_private_ips=True, bloom_backend=backend))
+    go.wait()
+    t0 = time.perf_counter()
+    for start in range(0, len(todo), batch):
+        fr.admit(todo[start:start + batch])
+    out.put((t0, time.perf_counter()))
+
+
+def parallel_admit_rate(port: int, backend: str, streams: list[list[tuple[str, str, Entry]]],
+                        batch: int, redis_pid: int) -> tuple[int, float]:
+    """Links/s of len(streams) client processes admitting at once into one Redis (first start
+    to last end), and Redis CPU per link."""
+    ctx = mp.get_context("fork")
+    go, out = ctx.Barrier(len(streams) + 1), ctx.Queue()
+    procs = [ctx.Process(target=_client, args=(port, backend, todo, batch, go, out))
+             for todo in streams]
+    for p in procs:
+        p.start()
+    rcpu0 = proc_cpu(redis_pid)
+    go.wait()
+    spans = [out.get() for _ in procs]
+    rcpu = proc_cpu(redis_pid) - rcpu0
+    for p in procs:
+        p.join()
+    total = sum(len(t) for t in streams)
+    wall = max(e for _, e in spans) - min(s for s, _ in spans)
+    return round(total / wall), round(1e6 * rcpu / total, 2)
+
+
+def mixed(n: int, first: int, count: int) -> list[tuple[str, str, Entry]]:
+    """A crawl's mix: 19 links already seen (of the first n) to 1 new one."""
+    return [x for i in range(first, first + count, 19)
+            for x in links(i % n, 19) + links(n + 10_000_000 + i, 1)]
+
+
+def one_size(n: int, batch: int, pages: int, work: Path, backend: str,
+             clients: int) -> dict:
     data = work / f"redis-{n}"
     with EmbeddedRedis(data, redisbloom=backend != "lua") as red:
         client = redis.Redis(host=red.host, port=red.port)
@@ -98,10 +139,12 @@ def one_size(n: int, batch: int, pages: int, work: Path, backend: str) -> dict:
         bloom_capacity = fr.config.bloom_capacity
         seen_rate, seen_redis_us, seen_client_us = admit_rate(
             fr, links(0, min(n, 200_000)), batch, red.pid)
-        mix = [x for i in range(0, min(n, 190_000), 19)
-               for x in links(i, 19) + links(n + 10_000_000 + i, 1)]
+        mix = mixed(n, 0, min(n, 190_000))
         mix_rate, mix_redis_us, mix_client_us = admit_rate(fr, mix, batch, red.pid)
-        client.delete(*[fr.keys.host_queue(fr.partition(h), h) for h, _, _ in mix[19::20]])
+        streams = [mixed(n, 1_000_000 * (c + 1), 190_000) for c in range(clients)]
+        par_rate, par_redis_us = parallel_admit_rate(red.port, backend, streams, batch, red.pid)
+        for todo in [mix, *streams]:  # back to N queued URLs
+            client.delete(*{fr.keys.host_queue(fr.partition(h), h) for h, _, _ in todo[19::20]})
 
         # steady state
         next_new = n
@@ -131,6 +174,8 @@ def one_size(n: int, batch: int, pages: int, work: Path, backend: str) -> dict:
         "seen_links_per_s": seen_rate, "mixed_19_seen_1_new_links_per_s": mix_rate,
         "seen_redis_cpu_us_per_link": seen_redis_us, "seen_client_cpu_us_per_link": seen_client_us,
         "mixed_redis_cpu_us_per_link": mix_redis_us, "mixed_client_cpu_us_per_link": mix_client_us,
+        "parallel_clients": clients, "parallel_mixed_links_per_s": par_rate,
+        "parallel_redis_cpu_us_per_link": par_redis_us,
         # What one Redis core can take from any number of clients: 1 / its CPU per link.
         "mixed_links_per_redis_core_s": round(1e6 / mix_redis_us) if mix_redis_us else None,
         "fill_links_per_s": round(n / fill_s), "fill_s": round(fill_s, 2),
@@ -157,6 +202,8 @@ def main() -> int:
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--batch", type=int, default=1000, help="links per Frontier.admit call")
     ap.add_argument("--pages", type=int, default=20000, help="steady-state pages per size")
+    ap.add_argument("--clients", type=int, default=2,
+                    help="client processes admitting at once in the parallel phase")
     ap.add_argument("--backends", default="lua,redisbloom",
                     help="URL-seen backends to measure, each at every size")
     a = ap.parse_args()
@@ -164,7 +211,7 @@ def main() -> int:
     rows = []
     for backend in a.backends.split(","):
         for n in [int(x) for x in a.sizes.split(",")]:
-            row = one_size(n, a.batch, a.pages, work, backend)
+            row = one_size(n, a.batch, a.pages, work, backend, a.clients)
             rows.append(row)
             print(json.dumps(row), flush=True)
     shutil.rmtree(work, ignore_errors=True)

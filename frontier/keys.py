@@ -47,7 +47,8 @@ class Keys:
           qv       HASH host+path -> distinct queries admitted (query-explosion defence)
           L        HASH lease id -> "<host>\\t<entry>\\t<score>"
           D        ZSET lease id -> lease deadline
-          b        STRING Bloom filter bitmap (URL-seen)
+          b<l>     STRING layer l of the Lua Bloom filter's bitmaps (URL-seen, bloom_backend lua)
+          bf       RedisBloom scalable filter (URL-seen, bloom_backend redisbloom)
           s        HASH counters (queued, inflight, admitted, fetched, ...)
           rb:<host> STRING serialized robots.txt policy, with a TTL
           sp:<host> STRING the host's soft-404 probe (workers/soft404.py), with a TTL
