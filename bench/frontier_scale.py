@@ -77,7 +77,7 @@ def _client(port: int, backend: str, todo: list[tuple[str, str, Entry]], batch: 
             go: Any, out: Any) -> None:
     fr = Frontier(redis.Redis(port=port), CrawlConfig(
         namespace="scale", host_delay_s=0.0, allow_private_ips=True, bloom_backend=backend))
-    go.wait()
+    go.wait(timeout=120)
     t0 = time.perf_counter()
     for start in range(0, len(todo), batch):
         fr.admit(todo[start:start + batch])
@@ -95,8 +95,8 @@ def parallel_admit_rate(port: int, backend: str, streams: list[list[tuple[str, s
     for p in procs:
         p.start()
     rcpu0 = proc_cpu(redis_pid)
-    go.wait()
-    spans = [out.get() for _ in procs]
+    go.wait(timeout=120)  # a client that died before the start breaks the barrier
+    spans = [out.get(timeout=600) for _ in procs]
     rcpu = proc_cpu(redis_pid) - rcpu0
     for p in procs:
         p.join()

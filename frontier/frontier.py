@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import random
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -164,7 +165,9 @@ def resolve_bloom_backend(client: redis.Redis, config: CrawlConfig) -> CrawlConf
     if config.bloom_backend == "lua":
         return config
     keys = Keys(config.namespace)
-    probes = [keys.prefix(p) + "bfprobe" for p in range(config.partitions)]
+    # A key of this process's own: workers starting at once must not share a probe filter.
+    tag = f"bfprobe:{uuid.uuid4().hex}"
+    probes = [keys.prefix(p) + tag for p in range(config.partitions)]
     backend = resolve_backend(client, config.bloom_backend, config.bloom_error_rate, probes)
     return config.replace(bloom_backend=backend)
 

@@ -184,3 +184,22 @@ def test_auto_backend_follows_the_server(tmp_path_factory: pytest.TempPathFactor
 def test_bad_backend_name_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="bloom_backend"):
         CrawlConfig(bloom_backend="bitmap").validate()
+
+
+def test_workers_starting_at_once_agree_on_the_backend(redis_client: redis.Redis) -> None:
+    """Each process probes with a key of its own: simultaneous starts do not collide."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cfg = CrawlConfig(partitions=4, allow_private_ips=True,
+                      bloom_backend="redisbloom").validate()
+    url = "redis://{host}:{port}/0".format(**redis_client.connection_pool.connection_kwargs)
+
+    def start(_: int) -> str:
+        client = redis.Redis.from_url(url)
+        try:
+            return Frontier(client, cfg).config.bloom_backend
+        finally:
+            client.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(start, range(64))) == {"redisbloom"}
