@@ -137,14 +137,6 @@ def one_size(n: int, batch: int, pages: int, work: Path, backend: str,
             range(0, n, max(1, n // 10000)))
         queue_bytes = (mem1 - mem0 - bloom) / max(1, admitted)
         bloom_capacity = fr.config.bloom_capacity
-        seen_rate, seen_redis_us, seen_client_us = admit_rate(
-            fr, links(0, min(n, 200_000)), batch, red.pid)
-        mix = mixed(n, 0, min(n, 190_000))
-        mix_rate, mix_redis_us, mix_client_us = admit_rate(fr, mix, batch, red.pid)
-        streams = [mixed(n, 1_000_000 * (c + 1), 190_000) for c in range(clients)]
-        par_rate, par_redis_us = parallel_admit_rate(red.port, backend, streams, batch, red.pid)
-        for todo in [mix, *streams]:  # back to N queued URLs
-            client.delete(*{fr.keys.host_queue(fr.partition(h), h) for h, _, _ in todo[19::20]})
 
         # steady state
         next_new = n
@@ -167,6 +159,13 @@ def one_size(n: int, batch: int, pages: int, work: Path, backend: str,
         ccpu = time.process_time() - ccpu0
         calls = sum(v["calls"] for v in client.info("commandstats").values()) - calls0
         stats = fr.stats()
+        # Admission rates last: their new URLs would change the steady state's queue.
+        seen_rate, seen_redis_us, seen_client_us = admit_rate(
+            fr, links(0, min(n, 200_000)), batch, red.pid)
+        mix = mixed(n, 0, min(n, 190_000))
+        mix_rate, mix_redis_us, mix_client_us = admit_rate(fr, mix, batch, red.pid)
+        streams = [mixed(n, 1_000_000 * (c + 1), 190_000) for c in range(clients)]
+        par_rate, par_redis_us = parallel_admit_rate(red.port, backend, streams, batch, red.pid)
     shutil.rmtree(data, ignore_errors=True)
     return {
         "bloom_backend": fr.config.bloom_backend,
