@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from frontier.redisbloom import module_path
+
 pytestmark = pytest.mark.e2e
 
 SUMMARY_KEYS = {"pages_fetched", "pages_failed", "urls_admitted", "urls_seen_rejected",
@@ -58,6 +60,8 @@ def test_demo_crawls_and_summarizes(tmp_path: Path) -> None:
     assert set(summary) >= SUMMARY_KEYS
     assert summary["pages_fetched"] > 200
     assert summary["accounted"] == summary["urls_admitted"]
+    # The embedded Redis loads RedisBloom when installed (the test extra installs it).
+    assert summary["bloom_backend"] == ("redisbloom" if module_path() else "lua")
     assert len(children) >= 4
     assert alive(children) == set()
 

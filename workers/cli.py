@@ -226,6 +226,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                 progress.update(watcher.last)
             elapsed = time.monotonic() - start
             summary = summarize(watcher.poll(), elapsed, args.workers, config.partitions)
+            summary["bloom_backend"] = config.bloom_backend
         except KeyboardInterrupt:
             print("interrupted: stopping workers", file=sys.stderr)
             return 130
