@@ -63,13 +63,19 @@ def test_blocked_layout_needs_more_bits_than_classic() -> None:
     assert blocked_fp_rate(bits, keys, 7) > 1.1 * classic_fp_rate(bits, keys, 7)
 
 
-def test_layer_bitmap_is_allocated_at_its_size(redis_client: redis.Redis) -> None:
-    """Memory of the default filter stays at its size as it fills (no greedy growth)."""
+def _default_partitions_filled(client: redis.Redis, backend: str) -> Frontier:
+    """4 partitions of the default size (10M / 64 URLs at 1%), 50,000 URLs admitted."""
     cfg = CrawlConfig(partitions=4, bloom_capacity=4 * 156_250, bloom_error_rate=0.01,
-                      allow_private_ips=True, bloom_backend="lua").validate()
-    f = Frontier(redis_client, cfg)
+                      allow_private_ips=True, bloom_backend=backend).validate()
+    f = Frontier(client, cfg)
     _fill(f, [(f"h{i % 101}.test", f"http://h{i % 101}.test/{i}", Entry("x"))
               for i in range(50_000)])
+    return f
+
+
+def test_layer_bitmap_is_allocated_at_its_size(redis_client: redis.Redis) -> None:
+    """Memory of the default filter stays at its size as it fills (no greedy growth)."""
+    f = _default_partitions_filled(redis_client, "lua")
     spec = f.bloom_layers[0]
     for p in range(4):
         key = f.keys.bloom(p) + "0"
@@ -94,11 +100,7 @@ def _fill(f: Frontier, urls: list[tuple[str, str, Entry]]) -> int:
 
 def test_redisbloom_filter_memory_at_capacity(redis_client: redis.Redis) -> None:
     """RedisBloom's layer 0 is a classic filter at the crawl's rate (reserved at twice it)."""
-    cfg = CrawlConfig(partitions=4, bloom_capacity=4 * 156_250, bloom_error_rate=0.01,
-                      allow_private_ips=True, bloom_backend="redisbloom").validate()
-    f = Frontier(redis_client, cfg)
-    _fill(f, [(f"h{i % 101}.test", f"http://h{i % 101}.test/{i}", Entry("x"))
-              for i in range(50_000)])
+    f = _default_partitions_filled(redis_client, "redisbloom")
     for p in range(4):
         used = int(redis_client.memory_usage(f.keys.prefix(p) + "bf", samples=0))
         assert classic_bytes(156_250, 0.01) <= used <= 1.25 * 156_250
