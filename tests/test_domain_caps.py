@@ -3,11 +3,15 @@ budget path the workers use (frontier.psl decides what a registered domain is)."
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from frontier.frontier import Entry, Frontier
 from frontier.psl import registered_domain
-from tests.test_frontier import make
+from tests.test_frontier import bloom_backend, make  # noqa: F401
+
+#: Once per URL-seen backend (tests/test_frontier.py).
+pytestmark = pytest.mark.usefixtures("bloom_backend")
 
 
 def admit(f: Frontier, hosts: list[str], source: str) -> int:

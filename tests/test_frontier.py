@@ -2,15 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
 import redis
 
 from frontier.config import CrawlConfig
 from frontier.frontier import Completion, Entry, Frontier
 
+#: URL-seen backend of the Frontiers ``make`` builds (set per test by ``bloom_backend``).
+_BACKEND = {"name": "auto"}
+
+
+@pytest.fixture(params=["lua", "redisbloom"])
+def bloom_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test once per URL-seen backend (modules opt in with usefixtures)."""
+    _BACKEND["name"] = request.param
+    yield request.param
+    _BACKEND["name"] = "auto"
+
+
+pytestmark = pytest.mark.usefixtures("bloom_backend")
+
 
 def make(client: redis.Redis, **kw: object) -> Frontier:
     settings: dict[str, object] = {"partitions": 8, "bloom_capacity": 100_000,
-                                   "allow_private_ips": True, "host_delay_s": 0.0, **kw}
+                                   "allow_private_ips": True, "host_delay_s": 0.0,
+                                   "bloom_backend": _BACKEND["name"], **kw}
     cfg = CrawlConfig(**settings)  # type: ignore[arg-type]
     return Frontier(client, cfg.validate())
 

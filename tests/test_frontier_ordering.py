@@ -6,10 +6,14 @@ still holds at most one lease, and its delay still applies.
 
 from __future__ import annotations
 
+import pytest
 import redis
 
 from frontier.frontier import AdmitResult, Completion, Entry, Frontier
-from tests.test_frontier import check_invariants, make
+from tests.test_frontier import bloom_backend, check_invariants, make  # noqa: F401
+
+#: Once per URL-seen backend (tests/test_frontier.py).
+pytestmark = pytest.mark.usefixtures("bloom_backend")
 
 
 def link(host: str, path: str, prio: float = 1.0) -> tuple[str, str, Entry, float]:

@@ -3,9 +3,10 @@
 -- KEYS[1] = <prefix>r (routes the call to the partition's slot; all keys share the tag)
 -- ARGV: prefix, now, mode, host_cap, query_cap, stride, n_budgets, budgets..., the filter,
 --       then per link: host, entry, hashes[, prio, budget] ('' = none, else a 1-based index
---       into budgets; both only when stride is 5: priority orderings or budgets). hashes: the URL's two 52-bit hashes h1, h2 (frontier/bloom.py url_hash),
---       7 bytes big-endian each: decoding bytes costs a fraction of tonumber's strtod on 16
---       decimal digits (callgrind, issue 7).
+--       into budgets; both only when stride is 5: priority orderings or budgets).
+--       hashes: the URL's two 52-bit hashes h1, h2 (frontier/bloom.py url_hash), 7 bytes
+--       big-endian each: decoding bytes costs a fraction of tonumber's strtod on 16 decimal
+--       digits (callgrind, issue 7).
 --   the filter: 'lua', n_layers, then per layer: bits, k, capacity (our bitmaps, keys b<l>);
 --         or 'bf', rate, capacity, expansion: RedisBloom's scalable filter in key bf, fed the
 --         14 hash bytes as the item (frontier/redisbloom.py: why rate is twice the crawl's).
@@ -102,14 +103,14 @@ local function all_set(bits, k)
   return true
 end
 
--- Is the URL in the Bloom filter? With set=true the newest layer is test-and-set.
-local function seen_test(bh, ih, set)
+-- Is the URL whose hashes are at ARGV[a] in the Bloom filter? With set=true the newest
+-- layer is test-and-set.
+local function seen_test(a, set)
   if use_bf then
-    local item = ARGV[bh]
-    if set then return redis.call('BF.ADD', bf, item) == 0 end
-    return redis.call('BF.EXISTS', bf, item) == 1
+    if set then return redis.call('BF.ADD', bf, ARGV[a]) == 0 end
+    return redis.call('BF.EXISTS', bf, ARGV[a]) == 1
   end
-  bh, ih = hashes(bh)
+  local bh, ih = hashes(a)
   for l = 0, layer - 1 do
     local j = ops(l, 'GET', bh, ih)
     if all_set(redis.call('BITFIELD', prefix .. 'b' .. l, unpack(args, 1, j)), ks[l]) then
@@ -242,7 +243,7 @@ while i <= n do
     if batched then
       seen = seen_before[link] or false
     else
-      seen = seen_test(i + 2, nil, not capped)
+      seen = seen_test(i + 2, not capped)
     end
     local why, qkey = nil, nil
     if seen then
