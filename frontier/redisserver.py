@@ -52,7 +52,9 @@ class EmbeddedRedis:
     def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = False,
                  extra_args: list[str] | None = None, host: str = "127.0.0.1",
                  redisbloom: bool = True) -> None:
-        self.data_dir = Path(data_dir)
+        # Absolute: redis-server changes into --dir before it opens --logfile, so a relative
+        # path (the demo's default trawl-demo-out/) would name a log file that is not there.
+        self.data_dir = Path(data_dir).resolve()
         self.host = host
         self.port = port
         self.appendonly = appendonly

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import pytest
 from frontier.redisbloom import module_path
 
 pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
 
 SUMMARY_KEYS = {"pages_fetched", "pages_failed", "urls_admitted", "urls_seen_rejected",
                 "robots_blocked", "redirects", "elapsed_s", "pages_per_s", "workers", "partitions"}
@@ -41,11 +44,14 @@ def alive(pids: set[int]) -> set[int]:
             and "Z" not in Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]}
 
 
-def demo(out: Path, *extra: str) -> subprocess.Popen[bytes]:
+def demo(out: Path | None, *extra: str, cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """``trawl demo`` on a small web; ``out=None``: its default output dir, relative to cwd."""
+    where = ["--output", str(out)] if out is not None else []
     return subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "demo", "--output", str(out), "--hosts", "16",
+        [sys.executable, "-m", "workers.cli", "demo", *where, "--hosts", "16",
          "--pages-per-host", "20", "--ips", "8", "--workers", "2", "--no-progress", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_demo_crawls_and_summarizes(tmp_path: Path) -> None:
@@ -64,6 +70,17 @@ def test_demo_crawls_and_summarizes(tmp_path: Path) -> None:
     assert summary["bloom_backend"] == ("redisbloom" if module_path() else "lua")
     assert len(children) >= 4
     assert alive(children) == set()
+
+
+def test_demo_with_its_default_relative_output_dir(tmp_path: Path) -> None:
+    """As the README runs it: no --output, so trawl-demo-out/ relative to the working directory
+    (redis-server changes into its --dir before it opens its log: a relative data dir broke)."""
+    proc = demo(None, cwd=tmp_path)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr.decode()[-2000:]
+    assert "Trawl crawl summary" in stdout.decode()
+    assert (tmp_path / "trawl-demo-out" / "redis" / "redis.log").exists()
+    assert list((tmp_path / "trawl-demo-out" / "records").iterdir())
 
 
 def test_demo_interrupted_leaves_no_process(tmp_path: Path) -> None:
