@@ -61,12 +61,17 @@ def links(start: int, n: int) -> list[tuple[str, str, Entry]]:
     return out
 
 
+def admit_all(fr: Frontier, todo: list[tuple[str, str, Entry]], batch: int) -> int:
+    """Admit ``todo`` in calls of ``batch`` links; returns how many were admitted."""
+    return sum(fr.admit(todo[start:start + batch]).admitted
+               for start in range(0, len(todo), batch))
+
+
 def admit_rate(fr: Frontier, todo: list[tuple[str, str, Entry]], batch: int,
                redis_pid: int) -> tuple[int, float, float]:
     """Links/s of one client admitting ``todo``, and Redis and client CPU (us) per link."""
     rcpu0, ccpu0, t0 = proc_cpu(redis_pid), time.process_time(), time.perf_counter()
-    for start in range(0, len(todo), batch):
-        fr.admit(todo[start:start + batch])
+    admit_all(fr, todo, batch)
     wall = time.perf_counter() - t0
     n = len(todo)
     return (round(n / wall), round(1e6 * (proc_cpu(redis_pid) - rcpu0) / n, 2),
@@ -79,8 +84,7 @@ def _client(port: int, backend: str, todo: list[tuple[str, str, Entry]], batch: 
         namespace="scale", host_delay_s=0.0, allow_private_ips=True, bloom_backend=backend))
     go.wait(timeout=120)
     t0 = time.perf_counter()
-    for start in range(0, len(todo), batch):
-        fr.admit(todo[start:start + batch])
+    admit_all(fr, todo, batch)
     out.put((t0, time.perf_counter()))
 
 

@@ -175,11 +175,11 @@ def resolve_bloom_backend(client: redis.Redis, config: CrawlConfig) -> CrawlConf
 class Frontier:
     def __init__(self, client: redis.Redis, config: CrawlConfig) -> None:
         self.r = client
-        self.config = config
+        # bloom_backend made concrete for this server ("auto"), or checked ("redisbloom").
+        config = self.config = resolve_bloom_backend(client, config)
         self.keys = Keys(config.namespace)
         self.partitions = config.partitions
         self.mode = QUEUE_MODE[config.ordering]
-        config = self.config = resolve_bloom_backend(client, config)
         self.bloom_layers: list[BloomSpec] = partition_layers(
             config.bloom_capacity, config.bloom_error_rate, config.partitions
         )

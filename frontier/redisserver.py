@@ -60,8 +60,6 @@ class EmbeddedRedis:
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
         module = module_path() if redisbloom else None
-        #: Whether this server loads RedisBloom (installed and asked for).
-        self.redisbloom = module is not None
         if module:
             self.extra_args += ["--loadmodule", module]
         self.proc: subprocess.Popen[bytes] | None = None

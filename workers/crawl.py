@@ -18,7 +18,7 @@ from typing import Any
 import redis
 
 from frontier.config import ConfigError, CrawlConfig
-from frontier.frontier import Entry, Frontier, resolve_bloom_backend
+from frontier.frontier import Entry, Frontier
 from frontier.keys import Keys
 from frontier.redisclient import client_from_url
 from frontier.urls import InvalidURL, canonicalize, host_of
@@ -66,12 +66,12 @@ def init_crawl(client: redis.Redis, config: CrawlConfig, seeds: list[str],
         raise ConfigError(E_EXISTS.format(ns=config.namespace))
     if exists and resume and not fresh:
         config = CrawlConfig.from_json(client.get(keys.config).decode())
-    else:
-        # Resolved once, stored: a worker joining later tests URLs against the same filter.
-        config = resolve_bloom_backend(client, config)
-        client.set(keys.config, config.to_json())
-    client.set(keys.started, repr(time.time()), nx=True)
+    # The Frontier resolves bloom_backend ("auto") for this server; stored resolved, so a
+    # worker joining later tests URLs against the same filter.
     frontier = Frontier(client, config)
+    if not (exists and resume and not fresh):
+        client.set(keys.config, frontier.config.to_json())
+    client.set(keys.started, repr(time.time()), nx=True)
     admit_seeds(frontier, seeds)
     return frontier
 
