@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 
 import kombu.exceptions
@@ -10,7 +12,7 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
-from frontier.frontier import Entry
+from frontier.frontier import Completion, Entry, Lease
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
 from workers.scheduler import SWEEP_S, Scheduler
@@ -71,3 +73,47 @@ def test_due_hints_bring_partitions_back_between_sweeps(redis_client: redis.Redi
     assert frontier.take_due([1, 3], now=10.0) == (set(), 50.0)
     assert frontier.take_due([1, 2], now=45.0) == ({2}, 50.0)
     assert frontier.take_due([1, 2], now=60.0) == ({1}, None)
+
+
+def _sent_batches(client: redis.Redis, queue: str) -> list[list[list[object]]]:
+    """The URL batches of the task messages waiting in the broker queue, oldest first."""
+    out = []
+    for raw in reversed(client.lrange(queue, 0, -1)):
+        envelope = json.loads(raw)
+        args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+        out.append(args[0])
+    return out
+
+
+def test_tasks_wait_for_a_full_batch_while_leases_are_out(redis_client: redis.Redis,
+                                                          redis_server) -> None:
+    hosts = {f"h{i}.test": "127.0.0.1" for i in range(24)}
+    cfg = CrawlConfig(namespace="sched3", partitions=4, allow_private_ips=True,
+                      ip_concurrency=0, host_delay_s=0.0, static_hosts=hosts, max_inflight=8,
+                      task_batch=4).validate()
+    frontier = init_crawl(redis_client, cfg, [f"http://{h}/" for h in hosts])
+    app = Celery("full", broker=redis_server.url)
+    scheduler = Scheduler(redis_client, cfg, app)
+    queue = frontier.keys.task_queue
+    assert scheduler.step().dispatched == 8
+    sent = _sent_batches(redis_client, queue)
+    assert [len(b) for b in sent] == [4, 4]
+    leases = [Lease.from_message(m[:5]) for b in sent for m in b]
+
+    def finish(n: int) -> None:
+        frontier.complete([Completion(le, time.time(), "fetched") for le in leases[:n]])
+        del leases[:n]
+        time.sleep(0.06)  # the scheduler re-reads the in-flight count every 50 ms
+
+    finish(2)  # room for 2 URLs: not a whole task while 6 are still out
+    assert scheduler.step().dispatched == 0
+    finish(2)  # room for 4: one full task
+    assert scheduler.step().dispatched == 4
+    assert [len(b) for b in _sent_batches(redis_client, queue)] == [4, 4, 4]
+    assert scheduler.tasks == 3
+    # with fewer than a batch's URLs out, whatever room there is goes out at once
+    cfg.max_inflight = 6
+    leases += [Lease.from_message(m[:5]) for m in _sent_batches(redis_client, queue)[-1]]
+    finish(len(leases) - 3)
+    time.sleep(SWEEP_S)  # a sweep: every partition may offer its due hosts
+    assert scheduler.step().dispatched == 3

@@ -196,3 +196,22 @@ def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(
         assert woken is not None and woken < later  # b.test is due now, not in 300 s
     finally:
         context.close_context()
+
+
+def test_worker_context_tunes_the_cyclic_gc(redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    """A worker's first context freezes what exists and raises the GC thresholds."""
+    import gc
+
+    cfg = CrawlConfig(namespace="gctune", output_dir=str(tmp_path)).validate()
+    client = redis.Redis.from_url(redis_server.url)
+    init_crawl(client, cfg, ["http://a.test/"])
+    before = gc.get_threshold()
+    context.close_context()
+    try:
+        context.get_context(redis_server.url, cfg.namespace)
+        assert gc.get_threshold() == context.GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    finally:
+        context.close_context()
+        gc.unfreeze()
+        gc.set_threshold(*before)

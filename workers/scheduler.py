@@ -64,6 +64,8 @@ class Scheduler:
         self._inflight = 0
         self._inflight_read = 0.0
         self.dispatched = 0
+        #: Tasks sent (``dispatched / tasks``: URLs a task carries on average).
+        self.tasks = 0
 
     def inflight(self, now: float, partitions: list[int]) -> int:
         """Leases out of ``partitions``, re-read from Redis at most every 50 ms."""
@@ -91,7 +93,11 @@ class Scheduler:
             self._last_reap = now
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
-        if budget <= 0:
+        size = self.config.task_batch
+        if budget <= 0 or (budget < size and self._inflight >= size):
+            # With leases still out, wait until a whole task's worth of room is free: tasks
+            # then carry task_batch URLs instead of the one or two a completion frees, and
+            # Celery's cost (publish, receive, ack: ~8 broker commands) is paid per task.
             return StepResult(0, None)
         if sweep:
             chosen = parts
@@ -112,7 +118,6 @@ class Scheduler:
             return StepResult(0, self._earliest(parts))
         ips = [self._ip(lease) for lease in leases]
         granted = self._gate(leases, ips, now)
-        size = self.config.task_batch
         for start in range(0, len(granted), size):
             chunk = granted[start:start + size]
             try:
@@ -181,6 +186,7 @@ class Scheduler:
     def _send(self, batch: list[list[object]]) -> None:
         self.app.send_task("trawl.fetch", args=[batch], queue=self.queue)
         self.dispatched += len(batch)
+        self.tasks += 1
 
     def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.2,
             owners: Callable[[], Mapping[int, str] | None] = lambda: None) -> None:
