@@ -81,6 +81,9 @@ def _sent_batches(client: redis.Redis, queue: str) -> list[list[list[object]]]:
     for raw in reversed(client.lrange(queue, 0, -1)):
         envelope = json.loads(raw)
         args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+        # Flower's view of the task: a short summary, not a repr of the whole batch
+        first = args[0][0][0]
+        assert envelope["headers"]["argsrepr"].startswith(f"[{len(args[0])} URLs: {first}")
         out.append(args[0])
     return out
 

@@ -45,6 +45,13 @@ def _message(lease: Lease, ip: str | None) -> list[object]:
     return msg
 
 
+def _summary(batch: list[list[object]]) -> str:
+    """What Flower shows as a task's arguments: its URLs, the first few in full."""
+    urls = [str(msg[0]) for msg in batch[:3]]
+    more = f" +{len(batch) - 3}" if len(batch) > 3 else ""
+    return f"[{len(batch)} URLs: {' '.join(urls)}{more}]"
+
+
 class Scheduler:
     def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery) -> None:
         self.client = client
@@ -184,7 +191,10 @@ class Scheduler:
         return granted
 
     def _send(self, batch: list[list[object]]) -> None:
-        self.app.send_task("trawl.fetch", args=[batch], queue=self.queue)
+        # argsrepr given: Celery would otherwise saferepr() the whole batch for every task
+        # (a quarter of send_task's 0.36 ms); Flower shows this summary instead.
+        self.app.send_task("trawl.fetch", args=[batch], queue=self.queue,
+                           argsrepr=_summary(batch), kwargsrepr="{}")
         self.dispatched += len(batch)
         self.tasks += 1
 
