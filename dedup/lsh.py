@@ -57,6 +57,12 @@ def band_values(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
     return [xxhash.xxh3_64_digest(raw[i * step : (i + 1) * step]) for i in range(bands)]
 
 
+def band_fields(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
+    """The field of each band's bucket in the bands hash: the band's number (one byte) and
+    its value. Bands must stay apart: equal rows in two bands are not a shared bucket."""
+    return [bytes((i,)) + v for i, v in enumerate(band_values(sig, bands, rows))]
+
+
 class Keys:
     """Key names of one crawl's dedup state, all in one hash slot."""
 
@@ -69,11 +75,12 @@ class Keys:
         self.hostpages = f"{tag}:hostpages"
         self.mirror = f"{tag}:mirror"
         self.hostdup = f"{tag}:hostdup"
-        self.bands = [f"{tag}:band:{i}" for i in range(bands)]
+        #: every band's buckets, one hash (field: band number byte + band value)
+        self.bands = f"{tag}:bands"
 
     def all(self) -> list[str]:
         return [self.exact, self.doc, self.sig, self.seq, self.hostpages, self.mirror,
-                self.hostdup, *self.bands]
+                self.hostdup, self.bands]
 
 
 class LSHIndex:
@@ -82,8 +89,9 @@ class LSHIndex:
     def __init__(self, client: redis.Redis, namespace: str, num_perm: int, threshold: float,
                  bands: int, rows: int, max_candidates: int = 64,
                  max_bucket: int = 256) -> None:
-        if bands * rows > num_perm:
-            raise ValueError(f"bands*rows={bands * rows} exceeds num_perm={num_perm}")
+        if bands * rows > num_perm or bands > 255:
+            raise ValueError(f"bands={bands}, rows={rows}: at most 255 bands, and "
+                             f"bands*rows={bands * rows} may not exceed num_perm={num_perm}")
         self.client = client
         self.num_perm, self.bands, self.rows = num_perm, bands, rows
         self.need = math.ceil(threshold * num_perm - 1e-9)
@@ -98,5 +106,5 @@ class LSHIndex:
         near-duplicates in it sees the first as its canonical."""
         args = [fingerprint, host, url, pack(sig), self.need, "1" if write else "0",
                 self.num_perm, self.max_candidates, self.max_bucket,
-                *band_values(sig, self.bands, self.rows)]
+                *band_fields(sig, self.bands, self.rows)]
         pipe.script(_SCRIPT, self._keys, args)
