@@ -13,8 +13,8 @@ import xxhash
 from dedup.config import DedupConfig
 from dedup.lsh import LSHIndex
 from dedup.minhash import MinHasher, OnePermutationHasher, to_base64
-from dedup.shingles import shingle_hashes
-from dedup.text import tokens
+from dedup.shingles import shingles_of_hashes, string_token_hashes
+from dedup.text import page_token_string
 from frontier.slotpipe import SlotPipeline
 
 Kind = Literal["unique", "exact", "near", "skipped"]
@@ -54,12 +54,21 @@ Features = tuple[bytes, np.ndarray, int]
 
 def page_features(doc: Any, config: DedupConfig,
                   hasher: MinHasher | OnePermutationHasher) -> Features | None:
-    """(128-bit fingerprint of the normalized text, MinHash signature, token count)."""
-    toks = tokens(doc)
-    if len(toks) < config.min_tokens or not toks:
+    """(128-bit fingerprint of the normalized text, MinHash signature, token count).
+
+    The same values as from the token list ``dedup.text.tokens(doc)`` (fingerprint of
+    ``b" ".join(tokens)``, signature of ``shingle_hashes(tokens, w, unique=False)``), computed
+    from the joined token string without a bytes object per token.
+    """
+    joined = page_token_string(doc)
+    if not joined:
         return None
-    fp = xxhash.xxh3_128_digest(b" ".join(toks))
-    return fp, hasher.signature(shingle_hashes(toks, config.shingle_w, unique=False)), len(toks)
+    hashes = string_token_hashes(joined)  # one per token (cheaper than joined.count(b" "))
+    if len(hashes) < config.min_tokens:
+        return None
+    fp = xxhash.xxh3_128_digest(joined)
+    shingles = shingles_of_hashes(hashes, config.shingle_w, unique=False)
+    return fp, hasher.signature(shingles), len(hashes)
 
 
 class DedupService:
