@@ -145,7 +145,8 @@ class CrawlConfig:
     #: Deadline given to a URL lease when a worker starts fetching it (a dead worker's
     #: in-flight URLs come back after this); at least 2 x total_timeout_s + 5.
     fetch_lease_s: float = 0.0
-    #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length).
+    #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length; a
+    #: scheduler step may go over by less than one task, to fill its last task).
     max_inflight: int = 256
     #: Due URLs (of distinct hosts) carried by one Celery task, fetched one after another.
     #: Celery's cost (publish, receive, ack) and a task's round trips (begin, dedup, admit)

@@ -114,9 +114,37 @@ def test_tasks_wait_for_a_full_batch_while_leases_are_out(redis_client: redis.Re
     assert scheduler.step().dispatched == 4
     assert [len(b) for b in _sent_batches(redis_client, queue)] == [4, 4, 4]
     assert scheduler.tasks == 3
-    # with fewer than a batch's URLs out, whatever room there is goes out at once
+    # with fewer than a batch's URLs out, the room there is goes out at once, topped up to
+    # a whole task
     cfg.max_inflight = 6
     leases += [Lease.from_message(m[:5]) for m in _sent_batches(redis_client, queue)[-1]]
     finish(len(leases) - 3)
     time.sleep(SWEEP_S)  # a sweep: every partition may offer its due hosts
-    assert scheduler.step().dispatched == 3
+    assert scheduler.step().dispatched == 4
+
+
+def test_a_short_task_is_topped_up_from_partitions_with_hosts_still_due(
+        redis_client: redis.Redis, redis_server) -> None:
+    cfg = CrawlConfig(namespace="sched4", partitions=4, allow_private_ips=True,
+                      ip_concurrency=0, host_delay_s=0.0, max_inflight=4,
+                      task_batch=4).validate()
+    frontier = init_crawl(redis_client, cfg, [])
+    # three hosts in each of two partitions, none in the other two
+    by_part: dict[int, list[str]] = {}
+    i = 0
+    while sum(len(v) for v in by_part.values()) < 6:
+        host = f"h{i}.test"
+        i += 1
+        p = frontier.partition(host)
+        if p in (0, 1) and len(by_part.setdefault(p, [])) < 3:
+            by_part[p].append(host)
+    hosts = [h for hs in by_part.values() for h in hs]
+    cfg.static_hosts = dict.fromkeys(hosts, "127.0.0.1")
+    pipe = frontier.pipeline()
+    frontier.queue_admit(pipe, [(h, f"http://{h}/", Entry(f"http://{h}/")) for h in hosts])
+    pipe.execute()
+    scheduler = Scheduler(redis_client, cfg, Celery("topup", broker=redis_server.url))
+    # the sweep asks each of the 4 partitions for one host: 2 come back, 2 more top it up
+    assert scheduler.step().dispatched == 4
+    assert [len(b) for b in _sent_batches(redis_client, frontier.keys.task_queue)] == [4]
+    assert scheduler.tasks == 1
