@@ -15,7 +15,7 @@ from frontier.config import CrawlConfig
 from frontier.frontier import Completion, Entry, Lease
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
-from workers.scheduler import SWEEP_S, Scheduler
+from workers.scheduler import LINGER_S, SWEEP_S, Scheduler
 
 
 def test_leases_go_back_when_the_broker_refuses_the_task(redis_client: redis.Redis) -> None:
@@ -148,3 +148,45 @@ def test_a_short_task_is_topped_up_from_partitions_with_hosts_still_due(
     assert scheduler.step().dispatched == 4
     assert [len(b) for b in _sent_batches(redis_client, frontier.keys.task_queue)] == [4]
     assert scheduler.tasks == 1
+
+
+def test_short_task_waits_to_be_filled_while_plenty_is_in_flight(
+        redis_client: redis.Redis, redis_server) -> None:
+    hosts = [f"h{i}.test" for i in range(46)]
+    cfg = CrawlConfig(namespace="sched5", partitions=4, allow_private_ips=True,
+                      ip_concurrency=0, host_delay_s=0.0, max_inflight=64, task_batch=4,
+                      static_hosts=dict.fromkeys(hosts, "127.0.0.1")).validate()
+    frontier = init_crawl(redis_client, cfg, [f"http://{h}/" for h in hosts[:42]])
+    scheduler = Scheduler(redis_client, cfg, Celery("linger", broker=redis_server.url))
+    queue = frontier.keys.task_queue
+
+    def admit(new: list[str]) -> None:
+        pipe = frontier.pipeline()
+        batch = frontier.queue_admit(pipe, [(h, f"http://{h}/", Entry(f"http://{h}/"))
+                                            for h in new])
+        woken = batch.woken(pipe.execute())
+        pipe = frontier.pipeline()
+        frontier.queue_due_hints(pipe, woken)
+        pipe.execute()
+
+    # 42 due hosts: ten full tasks go out, the last 2 wait for company
+    assert scheduler.step().dispatched == 40
+    sent = _sent_batches(redis_client, queue)
+    assert [len(b) for b in sent] == [4] * 10
+    waiting = set(hosts[:42]) - {m[3] for b in sent for m in b}
+    assert len(waiting) == 2
+    admit(hosts[42:44])  # two more hosts: with the 2 waiting, one full task
+    assert scheduler.step().dispatched == 4
+    sent = _sent_batches(redis_client, queue)
+    assert [len(b) for b in sent] == [4] * 11
+    assert {m[3] for m in sent[-1]} == waiting | set(hosts[42:44])
+    admit(hosts[44:45])  # one more: it waits ...
+    assert scheduler.step().dispatched == 0
+    time.sleep(LINGER_S)
+    scheduler.step()  # ... at most LINGER_S, then goes out alone
+    assert [len(b) for b in _sent_batches(redis_client, queue)] == [4] * 11 + [1]
+    admit(hosts[45:46])  # and what waits when the scheduler stops is sent
+    assert scheduler.step().dispatched == 0
+    scheduler.run(lambda: True)
+    assert [len(b) for b in _sent_batches(redis_client, queue)] == [4] * 11 + [1, 1]
+    assert frontier.stats()["inflight"] == 46

@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 #: partition just taken over). Between sweeps a step acquires only the partitions whose last
 #: acquire said a host is due by now, or that a worker hinted (Frontier.queue_due_hints).
 SWEEP_S = 1.0
+#: A step's last task, if not full while plenty is in flight, waits this long for the next
+#: steps' leases to fill it (see Scheduler.step). Its hosts wait that much longer; a scheduler
+#: that dies meanwhile leaves those leases to the reaper (lease_ttl_s), as it would any lease
+#: it had acquired but not yet sent.
+LINGER_S = 0.05
 
 
 @dataclass
@@ -70,6 +75,9 @@ class Scheduler:
         self._hint_next: float | None = None
         self._inflight = 0
         self._inflight_read = 0.0
+        #: granted leases waiting to fill a task (LINGER_S), and since when the oldest waits
+        self._held: list[tuple[Lease, str | None]] = []
+        self._held_since = 0.0
         self.dispatched = 0
         #: Tasks sent (``dispatched / tasks``: URLs a task carries on average).
         self.tasks = 0
@@ -86,6 +94,8 @@ class Scheduler:
     def step(self, owners: Mapping[int, str] | None = None) -> StepResult:
         """One round over ``owners`` (partition -> fencing value; None = all, unfenced)."""
         now = time.time()
+        if self._held and now - self._held_since >= LINGER_S:
+            self.flush()
         if owners is None:
             owners = dict.fromkeys(range(self.frontier.partitions), "")
         if not owners:
@@ -129,16 +139,38 @@ class Scheduler:
         if not leases:
             return StepResult(0, self._earliest(parts))
         ips = [self._ip(lease) for lease in leases]
-        granted = self._gate(leases, ips, now)
+        fresh = self._gate(leases, ips, now)
+        self._inflight += len(leases)
+        granted, held = self._held + fresh, len(self._held)
+        self._held = []
+        cut = len(granted) - len(granted) % size
+        if cut < len(granted) and self._inflight >= 2 * size:
+            # Plenty in flight (the broker queue is not about to run dry): the last, short
+            # task waits up to LINGER_S for the next steps' leases instead of going out as is.
+            # With every host busy, a step finds only the one or two hosts a completion freed.
+            if cut >= held:
+                self._held_since = now
+            self._held = granted[cut:]
+            granted = granted[:cut]
+        self._dispatch(granted)
+        return StepResult(len(granted), self._earliest(parts))
+
+    def flush(self) -> int:
+        """Send the leases waiting to fill a task (at once: the scheduler stops, or they
+        waited LINGER_S). Returns how many."""
+        held, self._held = self._held, []
+        self._dispatch(held)
+        return len(held)
+
+    def _dispatch(self, granted: list[tuple[Lease, str | None]]) -> None:
+        size = self.config.task_batch
         for start in range(0, len(granted), size):
             chunk = granted[start:start + size]
             try:
                 self._send([_message(lease, ip) for lease, ip in chunk])
             except Exception:
-                self._give_back(granted[start:], now)
+                self._give_back(granted[start:], time.time())
                 raise
-        self._inflight += len(leases)
-        return StepResult(len(granted), self._earliest(parts))
 
     def _acquire(self, per_partition: int, now: float,
                  owners: dict[int, str]) -> list[Lease]:
@@ -216,11 +248,15 @@ class Scheduler:
     def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.2,
             owners: Callable[[], Mapping[int, str] | None] = lambda: None) -> None:
         """Step until ``should_stop()``; sleeps until the earliest due host when idle."""
-        while not should_stop():
-            result = self.step(owners())
-            if result.dispatched:
-                continue
-            wait = idle_sleep_s
-            if result.earliest is not None:
-                wait = min(max(result.earliest - time.time(), 0.002), idle_sleep_s)
-            time.sleep(min(wait, 0.02) if self._inflight else wait)
+        try:
+            while not should_stop():
+                result = self.step(owners())
+                if result.dispatched:
+                    continue
+                wait = idle_sleep_s
+                if result.earliest is not None:
+                    wait = min(max(result.earliest - time.time(), 0.002), idle_sleep_s)
+                time.sleep(min(wait, 0.02) if self._inflight or self._held else wait)
+        finally:
+            if self._held:
+                self.flush()
