@@ -5,7 +5,10 @@ whose last acquire said a host is due by now, those a worker hinted since, and e
 once per ``SWEEP_S``), passes them through the per-IP gate, and sends them as tasks of
 ``task_batch`` URLs of distinct hosts. The number of leases
 out at once is bounded by ``max_inflight``, so the broker queue stays short and every task a
-worker receives is due now.
+worker receives is due now. Tasks are kept full where that costs little (Celery's cost and a
+task's round trips are per task): a step waits for a whole task's worth of room, tops a short
+last task up from partitions with hosts still due, and, while plenty is in flight, lets it wait
+up to ``LINGER_S`` for the next steps' leases.
 """
 
 from __future__ import annotations
