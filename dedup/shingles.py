@@ -241,9 +241,7 @@ def shingle_hashes(tokens: list[bytes], w: int = 4, unique: bool = True) -> np.n
     ``unique=False`` skips the sort: the hashes in text order, repeats kept, which is all a
     MinHash signature needs (a minimum does not see repeats) and ~0.1 ms less a page.
     """
-    if w < 1:
-        raise ValueError(f"shingle width w={w} must be >= 1")
-    return shingles_of_hashes(token_hashes(tokens), w, unique)
+    return shingles_of_hashes(token_hashes(tokens), w, unique)  # it checks w
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -97,20 +97,23 @@ class FastPacker:
             return self._fallback.pack(*args)
 
 
+class _FastPacking:
+    """Mixin of a redis-py connection class: :class:`FastPacker` replaces hiredis's packer."""
+
+    _command_packer: Any
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        super().__init__(*a, **kw)
+        if isinstance(self._command_packer, HiredisRespSerializer):
+            self._command_packer = FastPacker(self._command_packer)
+
+
 @functools.cache
 def fast_packing(base: type[AbstractConnection]) -> type[AbstractConnection]:
     """``base`` (a redis-py connection class) with :class:`FastPacker` as its packer."""
-    if base.__name__.startswith("FastPacking"):
+    if issubclass(base, _FastPacking):
         return base
-
-    class FastPacking(base):  # type: ignore[valid-type,misc]
-        def __init__(self, *a: Any, **kw: Any) -> None:
-            super().__init__(*a, **kw)
-            if isinstance(self._command_packer, HiredisRespSerializer):
-                self._command_packer = FastPacker(self._command_packer)
-
-    FastPacking.__name__ = FastPacking.__qualname__ = f"FastPacking{base.__name__}"
-    return FastPacking
+    return type(f"FastPacking{base.__name__}", (_FastPacking, base), {})
 
 
 def is_cluster_url(url: str) -> bool:
