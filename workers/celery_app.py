@@ -40,6 +40,8 @@ def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
             "health_check_interval": 10,
         },
         task_default_queue=f"{namespace}.fetch",
+        # Survives a broker restart (Celery 5.7 could stop the worker then): workers/consumer.py
+        worker_consumer="workers.consumer:RestartSafeConsumer",
         trawl_redis_url=redis_url,
         trawl_namespace=namespace,
     )
