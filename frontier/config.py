@@ -146,13 +146,18 @@ class CrawlConfig:
     #: in-flight URLs come back after this); at least 2 x total_timeout_s + 5.
     fetch_lease_s: float = 0.0
     #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length; a
-    #: scheduler step may go over by less than one task, to fill its last task).
-    max_inflight: int = 256
+    #: scheduler step may go over by less than one task, to fill its last task). 512 keeps
+    #: 32 tasks of task_batch out: every thread of 4 workers x 8 threads busy. Raise it with
+    #: the cluster's threads (a queued lease costs a few hundred bytes of broker memory).
+    max_inflight: int = 512
     #: Due URLs (of distinct hosts) carried by one Celery task, fetched one after another.
     #: Celery's cost (publish, receive, ack) and a task's round trips (begin, dedup, admit)
-    #: are paid per task: bench/run --quick, 8 against 4: 246-259 vs 209-232 pages/CPU-s.
-    #: The price: a worker's death strands the i-th URL of a task for (i+1) x fetch_lease_s.
-    task_batch: int = 8
+    #: are paid per task: bench/run --quick, 8 against 4: 246-259 vs 209-232 pages/CPU-s;
+    #: 16 against 8 (2 workers x 8 threads, alternating runs): 216-245 (mean 234) vs 200-239
+    #: (mean 218); 12 and 32 no better than 16. Keep it at most max_inflight / (all workers'
+    #: threads), or threads wait for tasks. The price: a worker's death strands the i-th URL
+    #: of a task for (i+1) x fetch_lease_s.
+    task_batch: int = 16
 
     # --- near-duplicates (dedup.config.DedupConfig fields, e.g. {"threshold": 0.9}) ----------
     dedup_enabled: bool = True

@@ -24,6 +24,8 @@ def drill_config(web: SandboxWeb, namespace: str, out: Path, **kw: object) -> Cr
         connect_timeout_s=1.0, read_timeout_s=1.5, total_timeout_s=2.0,
         retry_backoff_s=0.2, partition_ttl_s=3.0, lease_ttl_s=10.0,
         output_dir=str(out), max_inflight=64,
+        # 64 in flight over the drills' 8-16 threads: tasks of 8 keep every thread busy.
+        task_batch=8,
     )
     settings.update(kw)
     return CrawlConfig(**settings).validate()  # type: ignore[arg-type]
