@@ -42,6 +42,9 @@ def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
         task_default_queue=f"{namespace}.fetch",
         # Survives a broker restart (Celery 5.7 could stop the worker then): workers/consumer.py
         worker_consumer="workers.consumer:RestartSafeConsumer",
+        # A task running when the broker connection drops finishes (threads cannot be
+        # cancelled anyway); its leases decide whether a redelivery fetches anything.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
         trawl_redis_url=redis_url,
         trawl_namespace=namespace,
     )
