@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ import redis
 from celery import Celery
 
 from frontier.redisserver import EmbeddedRedis
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 RESTARTS = 3
@@ -26,15 +26,6 @@ RESTARTS = 3
 TASK_S = 2.5
 
 pytestmark = pytest.mark.e2e
-
-
-def _wait_for(predicate: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_worker_survives_broker_restarts_with_tasks_running(tmp_path: Path) -> None:
@@ -53,7 +44,7 @@ def test_worker_survives_broker_restarts_with_tasks_running(tmp_path: Path) -> N
     client = redis.Redis(port=port)
     sent: set[str] = set()
     try:
-        assert _wait_for(lambda: b"ready" in log_path.read_bytes(), 30), log_path.read_text()
+        wait_for(lambda: b"ready" in log_path.read_bytes(), 30, f"the worker ready ({log_path})")
         for cycle in range(RESTARTS):
             # Two tasks of four slots: the channel has unacked messages *and* waits on BRPOP
             # when the connection breaks (the case that stopped Celery 5.7's worker).
@@ -61,7 +52,7 @@ def test_worker_survives_broker_restarts_with_tasks_running(tmp_path: Path) -> N
                 token = f"{cycle}-{i}"
                 sender.send_task("probe.work", args=(token, TASK_S), queue="probe.fetch")
                 sent.add(token)
-            assert _wait_for(lambda: client.hlen("unacked") >= 2, 10)
+            wait_for(lambda: client.hlen("unacked") >= 2, 10, "2 unacked tasks")
             time.sleep(0.5)  # the consumer is back on BRPOP for the two free slots
             assert server.proc is not None
             server.proc.send_signal(signal.SIGKILL)
@@ -74,8 +65,8 @@ def test_worker_survives_broker_restarts_with_tasks_running(tmp_path: Path) -> N
         def done() -> set[str]:
             return {t.decode() for t in client.smembers("probe:done")}
 
-        assert _wait_for(lambda: done() >= sent and client.hlen("unacked") == 0, 60), (
-            sorted(sent - done()), client.hlen("unacked"), log_path.read_text()[-3000:])
+        wait_for(lambda: (sorted(sent - done()), client.hlen("unacked")) == ([], 0), 60,
+                 f"every task done and acked, as (missing, unacked) ({log_path})")
         assert worker.poll() is None
         assert b"Unrecoverable error" not in log_path.read_bytes()
     finally:

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ import redis
 from frontier.config import ConfigError, CrawlConfig
 from frontier.redisserver import EmbeddedRedis, free_port
 from sandbox import SandboxConfig, SandboxWeb
+from tests.waiting import wait_for
 from workers.crawl import canonical_seeds, init_crawl
 from workers.flower import flower_command, parse_basic_auth
 
@@ -60,17 +60,6 @@ def get(port: int, path: str, auth: tuple[str, str] | None = (USER, PASSWORD),
         return exc.code, exc.read()
 
 
-def wait_for(pred: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}: last {last!r}")
-
-
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory,
          redis_server: EmbeddedRedis) -> Iterator[dict[str, Any]]:
@@ -107,7 +96,7 @@ def live(tmp_path_factory: pytest.TempPathFactory,
                 except OSError:
                     return False
 
-            wait_for(up, 30, "Flower to listen")
+            wait_for(up, 30, "Flower to listen", interval_s=0.3)
             worker_log = open(tmp / "worker.log", "wb")  # noqa: SIM115
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "workers.cli", "worker", "--redis", redis_server.url,
@@ -140,7 +129,7 @@ def test_api_shows_the_live_worker_with_its_queue(live: dict[str, Any]) -> None:
         named = {k: v for k, v in body.items() if k.startswith("wflower@")}
         return named or None
 
-    workers = wait_for(worker_online, 40, "the worker in /api/workers")
+    workers = wait_for(worker_online, 40, "the worker in /api/workers", interval_s=0.3)
     (_name, info), = workers.items()
     queues = [q["name"] for q in info.get("active_queues", [])]
     assert queues == [f"{live['ns']}.fetch"]
@@ -158,7 +147,7 @@ def test_api_counts_tasks_and_shows_urls_in_args(live: dict[str, Any]) -> None:
         done = {k: t for k, t in tasks.items() if t.get("state") == "SUCCESS"}
         return tasks if len(done) >= 5 else None
 
-    tasks = wait_for(succeeded, 45, "5 succeeded tasks in /api/tasks")
+    tasks = wait_for(succeeded, 45, "5 succeeded tasks in /api/tasks", interval_s=0.3)
     assert {t["name"] for t in tasks.values()} == {"trawl.fetch"}
     assert all(t["worker"].startswith("wflower@") for t in tasks.values() if t.get("worker"))
     with_args = [t for t in tasks.values() if t.get("args")]

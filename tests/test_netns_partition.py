@@ -44,6 +44,7 @@ from sandbox import SandboxConfig
 from tests.checks import crawler_entries
 from tests.drillkit import Drill, drill_config, judge, refetched
 from tests.netns import NetnsCluster, NetnsRedis, NetnsWeb, NetnsWorkerPool, netns_unavailable
+from tests.waiting import wait_for
 from workers.crawl import init_crawl
 from workers.member import Member
 
@@ -206,13 +207,6 @@ def test_partition_drill_worker_cut_off_from_redis_for_30s(
 
 
 # -- the member alone: lapse without Redis, rejoin, fenced acquires ------------------------------
-
-def wait_for(cond: object, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.05)
-
 
 def test_member_lapses_without_redis_then_rejoins(redis_server: EmbeddedRedis,
                                                   redis_client: redis.Redis,
