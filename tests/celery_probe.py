@@ -10,6 +10,8 @@ import os
 import time
 
 import redis
+from redis.backoff import ConstantBackoff
+from redis.retry import Retry
 
 from workers.celery_app import app, configure
 
@@ -20,14 +22,9 @@ configure(os.environ["TRAWL_PROBE_REDIS"], "probe")
 def work(token: str, seconds: float) -> None:
     """Sleep, then record ``token`` as done (in the broker's Redis, which may have restarted)."""
     time.sleep(seconds)
-    client = redis.Redis.from_url(os.environ["TRAWL_PROBE_REDIS"])
-    deadline = time.monotonic() + 20
-    while True:  # the broker may still be restarting
-        try:
-            client.sadd("probe:done", token)
-            break
-        except redis.ConnectionError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    # The broker may still be restarting: retry for up to ~20 s.
+    client = redis.Redis.from_url(os.environ["TRAWL_PROBE_REDIS"],
+                                  retry=Retry(ConstantBackoff(0.2), 100),
+                                  retry_on_error=[redis.ConnectionError])
+    client.sadd("probe:done", token)
     client.close()
