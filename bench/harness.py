@@ -562,6 +562,9 @@ def main() -> int:
                     help="extra short runs of the Redis users under MONITOR: exact client vs "
                          "Lua command counts (MONITOR slows Redis: not used for the timings)")
     ap.add_argument("--keep", action="store_true", help="keep bench/work/STAMP (logs, WARC)")
+    ap.add_argument("--no-prerender", action="store_true",
+                    help="let the server render pages as they are asked for (~1 ms of its CPU "
+                         "a page, on the crawlers' cores) instead of all before the runs")
     a = ap.parse_args()
     runs = a.runs or (1 if a.quick else 3)
     cap = a.cap or (25.0 if a.quick else 150.0)
@@ -578,13 +581,17 @@ def main() -> int:
     work = BENCH / "work" / stamp
     work.mkdir(parents=True, exist_ok=True)
     if True:
-        with SandboxWeb(cfg, work / "requests.log") as web:
+        with SandboxWeb(cfg, work / "requests.log", prerender=not a.no_prerender,
+                        start_timeout_s=180.0) as web:
             n_pages = sum(1 for k in web.site.expected_fetches(web.seeds, "*").values()
                           if k == "page")
             print(f"sandbox web: {cfg.hosts} hosts x {cfg.pages_per_host} pages, "
                   f"{len(web.seeds)} seeds, {n_pages} reachable pages, port {web.port}; "
                   f"{os.cpu_count()} cores; delay {a.delay} s; {a.procs} processes; "
                   f"{runs} run(s) each, cap {cap:.0f} s", flush=True)
+            if web.prerendered:
+                print(f"server prerendered {web.prerendered['pages']} pages in "
+                      f"{web.prerendered['seconds']} s", flush=True)
             if a.profile:
                 ensure_py_spy()
             bench = Bench(web, work, a.delay, a.procs, a.threads, a.scrapy_concurrency, cap,
@@ -645,7 +652,8 @@ def main() -> int:
             "cores": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version()},
         "sandbox": {**cfg.to_dict(), "seeds": len(web.seeds), "reachable_pages": n_pages,
-                    "server_cpu_s_total": round(server_cpu_total, 2)},
+                    "server_cpu_s_total": round(server_cpu_total, 2),
+                    "prerendered": web.prerendered},
         "delay_s": a.delay, "runs": runs, "cap_s": cap, "procs": a.procs, "threads": a.threads,
         "scrapy_tuning_pages_per_s": tune, "results": results, "all_runs": allruns,
         "trawl_ratio": ratios, "trawl_ratio_paired": paired,

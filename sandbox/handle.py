@@ -25,19 +25,25 @@ class SandboxWeb:
     """``with SandboxWeb(config, log_path) as web:`` → a running server; stopped on exit."""
 
     def __init__(self, config: SandboxConfig, log_path: str | Path, *, port: int = 0,
-                 start_timeout_s: float = 30.0, pagerank_out: str | Path | None = None) -> None:
+                 start_timeout_s: float = 30.0, pagerank_out: str | Path | None = None,
+                 prerender: bool = False) -> None:
         """``pagerank_out``: the server writes the PageRank JSON there before it reports
-        ready, which takes seconds (about 8 s for 200 x 100 pages): raise start_timeout_s."""
+        ready, which takes seconds (about 8 s for 200 x 100 pages): raise start_timeout_s.
+        ``prerender``: the server renders every page before it reports ready (about 1 ms a
+        page), so serving costs it no rendering; raise start_timeout_s too."""
         self.config = config
         self.log_path = Path(log_path)
         self.pagerank_out = Path(pagerank_out) if pagerank_out is not None else None
         self._port_arg = port
+        self._prerender = prerender
         self._start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
         self.port = 0
         self.resolver_map: dict[str, str] = {}
         self.seeds: list[str] = []
+        #: With prerender: {"pages": N, "seconds": S} as the server reported it; else {}.
+        self.prerendered: dict[str, float] = {}
         #: With traps: hosts, domains, farm_suffix and farm_ip (sandbox/traps.py); else {}.
         self.traps: dict[str, object] = {}
         self.site: SandboxSite | None = None
@@ -57,6 +63,7 @@ class SandboxWeb:
                 "--domain", c.domain,
                 *(["--duplicates"] if c.duplicates else []),
                 *(["--traps"] if c.traps else []),
+                *(["--prerender"] if self._prerender else []),
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 
     def _stderr_text(self) -> str:
@@ -93,6 +100,7 @@ class SandboxWeb:
         self.resolver_map = dict(info["resolver_map"])
         self.seeds = list(info["seeds"])
         self.traps = dict(info.get("traps", {}))
+        self.prerendered = dict(info.get("prerendered", {}))
         self.site = SandboxSite(self.config, self.port)
         return self
 

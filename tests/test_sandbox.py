@@ -296,3 +296,28 @@ def test_log_is_complete_after_shutdown(tmp_path: Path) -> None:
 def _swallow(w: SandboxWeb, url: str) -> None:
     with contextlib.suppress(requests.RequestException):
         get(w, url, timeout=10)
+
+
+def test_prerender_keeps_every_page_past_the_cache_bound() -> None:
+    cfg = SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=4, page_cache=16)
+    site = SandboxSite(cfg, 8080)
+    n = site.prerender()
+    assert n == sum(len(site.layout.page_of[h]) for h in site.layout.hosts) == 12 * 20
+    fresh = SandboxSite(cfg, 8080)
+    for host in site.layout.hosts[:3]:
+        for path in list(site.layout.page_of[host])[:5]:
+            assert (host, path) in site._cache  # none evicted although page_cache is 16
+            assert site.respond(host, path) == fresh.respond(host, path)
+
+
+def test_prerendered_server_serves_the_same_bytes(tmp_path: Path) -> None:
+    with SandboxWeb(CONFIG, tmp_path / "log.jsonl", prerender=True) as w:
+        site = site_of(w)
+        assert w.prerendered["pages"] == CONFIG.hosts * CONFIG.pages_per_host
+        urls = [u for u in site.page_urls() if urlsplit(u).hostname != site.hang_host]
+        for url in random.Random(2).sample(urls, 20):
+            r = get(w, url)
+            host, target = urlsplit(url).hostname, urlsplit(url).path
+            assert host is not None
+            assert r.status_code == 200 and r.content == site.respond(host, target).body, url
+            assert get(w, url, **{"If-None-Match": r.headers["ETag"]}).status_code == 304
