@@ -98,7 +98,7 @@ async def amain(args: argparse.Namespace) -> None:
         write_pagerank(site, args.pagerank_out)
     if args.prerender:
         t0 = time.perf_counter()
-        pages = site.prerender()
+        pages = site.prerender(os.cpu_count() or 1)
         args.prerendered = {"pages": pages, "seconds": round(time.perf_counter() - t0, 2)}
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

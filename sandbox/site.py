@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -30,6 +31,24 @@ _REDIRECT_STATUS = {
     SpecialKind.CROSS_HOST: 301,
 }
 _EPOCH = 1_700_000_000  # Last-Modified dates are spread over the year before this
+
+
+_PRERENDER_SITE: SandboxSite | None = None
+
+
+def _render_hosts_into(site: SandboxSite, hosts: list[str]) -> None:
+    for host in hosts:
+        for path in site.layout.page_of[host]:
+            site.respond(host, path)
+
+
+def _render_share(hosts: list[str]) -> list[tuple[tuple[str, str], Reply]]:
+    """In a forked child of :meth:`SandboxSite.prerender`: the cacheable replies of ``hosts``."""
+    site = _PRERENDER_SITE
+    assert site is not None
+    site._cache.clear()
+    _render_hosts_into(site, hosts)
+    return list(site._cache.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,18 +221,33 @@ class SandboxSite:
                 self._cache.popitem(last=False)
         return reply
 
-    def prerender(self) -> int:
+    def prerender(self, processes: int = 1) -> int:
         """Render every page of every host into the cache, kept whole (the limit grows to fit).
 
         For benchmarks: a crawler then measures against a server that only sends bytes, instead
         of one rendering ~1 ms of Python per page on the same cores. Answers do not change.
-        Returns the number of pages cached.
+        ``processes`` > 1 renders in that many forked children (each a share of the hosts),
+        ~18 s -> ~10 s for 20,000 pages on 2 cores. Returns the number of pages cached.
         """
-        pages = [(h, path) for h in self.layout.hosts for path in self.layout.page_of[h]]
-        self._cache_limit = max(self._cache_limit, len(pages) + self.config.page_cache)
-        for host, path in pages:
-            self.respond(host, path)
-        return len(pages)
+        hosts = list(self.layout.hosts)
+        n_pages = sum(len(self.layout.page_of[h]) for h in hosts)
+        self._cache_limit = max(self._cache_limit, n_pages + self.config.page_cache)
+        if processes <= 1:
+            _render_hosts_into(self, hosts)
+            return n_pages
+        # fork: the children inherit this site as it is; only the rendered replies (our own
+        # dataclasses, between our own processes) come back pickled.
+        global _PRERENDER_SITE
+        _PRERENDER_SITE = self
+        try:
+            with multiprocessing.get_context("fork").Pool(processes) as pool:
+                shares = [hosts[i::processes] for i in range(processes)]
+                for replies in pool.imap_unordered(_render_share, shares):
+                    for key, reply in replies:
+                        self._cache[key] = reply
+        finally:
+            _PRERENDER_SITE = None
+        return n_pages
 
     def _respond(self, host: str, target: str) -> Reply:
         path, _, query = target.partition("?")

@@ -301,7 +301,8 @@ def _swallow(w: SandboxWeb, url: str) -> None:
 def test_prerender_keeps_every_page_past_the_cache_bound() -> None:
     cfg = SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=4, page_cache=16)
     site = SandboxSite(cfg, 8080)
-    n = site.prerender()
+    n = site.prerender(processes=2)
+    assert len(site._cache) == n
     assert n == sum(len(site.layout.page_of[h]) for h in site.layout.hosts) == 12 * 20
     fresh = SandboxSite(cfg, 8080)
     for host in site.layout.hosts[:3]:
