@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -588,14 +589,11 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     # The oracle's walk (~10 s) runs in a thread while the server starts and prerenders (~14
     # s): the link graph does not depend on the port, so any port gives the same count.
-    counted: list[int] = []
-    counter = threading.Thread(target=lambda: counted.append(reachable_pages(cfg)))
-    counter.start()
-    if True:
+    with ThreadPoolExecutor(1) as oracle:
+        counting = oracle.submit(reachable_pages, cfg)
         with SandboxWeb(cfg, work / "requests.log", prerender=not a.no_prerender,
                         start_timeout_s=180.0) as web:
-            counter.join()
-            n_pages = counted[0]
+            n_pages = counting.result()  # re-raises the walk's error, if any
             print(f"sandbox web: {cfg.hosts} hosts x {cfg.pages_per_host} pages, "
                   f"{len(web.seeds)} seeds, {n_pages} reachable pages, port {web.port}; "
                   f"{os.cpu_count()} cores; delay {a.delay} s; {a.procs} processes; "

@@ -73,7 +73,8 @@ def write_pagerank(site: SandboxSite, path: str) -> None:
     os.replace(tmp, path)
 
 
-def ready_line(site: SandboxSite, args: argparse.Namespace) -> dict[str, object]:
+def ready_line(site: SandboxSite, args: argparse.Namespace,
+               prerendered: dict[str, float] | None = None) -> dict[str, object]:
     info: dict[str, object] = {"port": site.port, "resolver_map": site.resolver_map(),
                                "seeds": site.seeds(), "log": args.log}
     rule = site.farm_rule()
@@ -82,8 +83,8 @@ def ready_line(site: SandboxSite, args: argparse.Namespace) -> dict[str, object]
                          "farm_suffix": rule[0], "farm_ip": rule[1]}
     if args.pagerank_out:
         info["pagerank_out"] = args.pagerank_out
-    if getattr(args, "prerendered", None):
-        info["prerendered"] = args.prerendered
+    if prerendered:
+        info["prerendered"] = prerendered
     return info
 
 
@@ -96,10 +97,11 @@ async def amain(args: argparse.Namespace) -> None:
     site = SandboxSite(config, port)
     if args.pagerank_out:
         write_pagerank(site, args.pagerank_out)
+    prerendered: dict[str, float] | None = None
     if args.prerender:
         t0 = time.perf_counter()
         pages = site.prerender(os.cpu_count() or 1)
-        args.prerendered = {"pages": pages, "seconds": round(time.perf_counter() - t0, 2)}
+        prerendered = {"pages": pages, "seconds": round(time.perf_counter() - t0, 2)}
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -110,7 +112,7 @@ async def amain(args: argparse.Namespace) -> None:
                        return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         await task  # startup failed: raise its error
-    print(json.dumps(ready_line(site, args)), flush=True)
+    print(json.dumps(ready_line(site, args, prerendered)), flush=True)
     await task
 
 
