@@ -66,6 +66,17 @@ class CrawlConfig:
     #: Static host -> IP map consulted before DNS (the sandbox web's resolver).
     static_hosts: dict[str, str] = field(default_factory=dict)
     dns_ttl_s: float = 300.0
+    #: DNS servers ("ip" or "ip:port") asked directly (dnspython) instead of the system
+    #: resolver; empty = getaddrinfo. Lookups never block other fetches (workers/dnspool.py).
+    dns_servers: list[str] = field(default_factory=list)
+    #: A name not resolved within this long counts as a DNS failure.
+    dns_timeout_s: float = 5.0
+    #: Extra CA certificates (a PEM file) trusted for HTTPS besides certifi's bundle: a
+    #: private CA such as the sandbox web's. Verification is never turned off.
+    ca_bundle: str = ""
+    #: Fetches in flight at once in one worker process (workers/engine.py). Each waits on
+    #: the network most of its time; see docs/fetch-engine.md for how it was chosen.
+    fetch_concurrency: int = 1000
 
     # --- robots.txt ----------------------------------------------------------------------
     robots_ttl_s: float = 86400.0
@@ -145,18 +156,21 @@ class CrawlConfig:
     #: Deadline given to a URL lease when a worker starts fetching it (a dead worker's
     #: in-flight URLs come back after this); at least 2 x total_timeout_s + 5.
     fetch_lease_s: float = 0.0
+    #: Deadline a worker's lease keeper keeps renewing on each fetch it has in progress
+    #: (every third of it): a worker that dies strands its URLs for at most about this long.
+    #: A fetch the keeper has renewed past fetch_lease_s is no longer renewed.
+    lease_keep_s: float = 10.0
     #: Leases handed out but not finished, crawl-wide (bounds the Celery queue length; a
-    #: scheduler step may go over by less than one task, to fill its last task). 512 keeps
-    #: 32 tasks of task_batch out: every thread of 4 workers x 8 threads busy. Raise it with
-    #: the cluster's threads (a queued lease costs a few hundred bytes of broker memory).
-    max_inflight: int = 512
-    #: Due URLs (of distinct hosts) carried by one Celery task, fetched one after another.
+    #: scheduler step may go over by less than one task, to fill its last task). Each worker
+    #: process keeps up to fetch_concurrency of them in flight; leases beyond what the
+    #: engines hold wait in the broker queue (a few hundred bytes each).
+    max_inflight: int = 4096
+    #: Due URLs (of distinct hosts) carried by one Celery task; each is fetched and completed
+    #: on its own by the worker's fetch engine.
     #: Celery's cost (publish, receive, ack) and a task's round trips (begin, dedup, admit)
     #: are paid per task: bench/run --quick, 8 against 4: 246-259 vs 209-232 pages/CPU-s;
     #: 16 against 8 (2 workers x 8 threads, alternating runs): 216-245 (mean 234) vs 200-239
-    #: (mean 218); 12 and 32 no better than 16. Keep it at most max_inflight / (all workers'
-    #: threads), or threads wait for tasks. The price: a worker's death strands the i-th URL
-    #: of a task for (i+1) x fetch_lease_s.
+    #: (mean 218); 12 and 32 no better than 16.
     task_batch: int = 16
 
     # --- near-duplicates (dedup.config.DedupConfig fields, e.g. {"threshold": 0.9}) ----------
@@ -174,7 +188,7 @@ class CrawlConfig:
             "partitions", "max_retries", "lease_ttl_s", "max_inflight", "task_batch",
             "connect_timeout_s", "read_timeout_s", "total_timeout_s", "max_body_bytes",
             "bloom_capacity", "max_redirects", "max_links_per_page", "robots_ttl_s",
-            "partition_ttl_s",
+            "partition_ttl_s", "fetch_concurrency", "lease_keep_s", "dns_timeout_s",
         ]
         for name in positive:
             value = getattr(self, name)

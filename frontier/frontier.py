@@ -90,16 +90,6 @@ class Lease:
     def priority(self) -> float:
         return -self.score
 
-    def to_message(self) -> list[Any]:
-        """Compact JSON-able form for a Celery task argument (readable in Flower)."""
-        return [self.entry.url, self.partition, self.lease_id, self.host, self.entry.encode()]
-
-    @classmethod
-    def from_message(cls, msg: Sequence[Any], score: float = 0.0) -> Lease:
-        _url, partition, lease_id, host, entry = msg
-        return cls(int(partition), str(lease_id), str(host), Entry.decode(str(entry)),
-                   float(score))
-
 
 def ip_token(lease: Lease) -> str:
     """The per-IP in-flight token of a lease (unique crawl-wide)."""
@@ -362,11 +352,12 @@ class Frontier:
         return leases, earliest
 
     def begin(self, leases: Sequence[Lease], budget_s: float,
-              now: float | None = None) -> list[bool]:
-        """A worker is about to fetch ``leases`` one after another: which are still current.
+              now: float | None = None, *, stagger: bool = True) -> list[bool]:
+        """A worker is about to fetch ``leases``: which are still current.
 
-        Each current lease's deadline is renewed: the i-th (from 0) to now + (i+1) x
-        ``budget_s``, since it may wait for the fetches before it. One round trip per task.
+        Each current lease's deadline is renewed to now + ``budget_s`` (``stagger``: the i-th,
+        from 0, to now + (i+1) x ``budget_s``, for fetches run one after another). The fetch
+        engine's lease keeper renews its fetches in progress the same way. One round trip.
         """
         now = time.time() if now is None else now
         groups: dict[int, list[int]] = defaultdict(list)
@@ -376,7 +367,7 @@ class Frontier:
         for p, idx in groups.items():
             args: list[Any] = [self.keys.prefix(p), now, budget_s]
             for i in idx:
-                args += [leases[i].lease_id, leases[i].host, i + 1]
+                args += [leases[i].lease_id, leases[i].host, i + 1 if stagger else 1]
             pipe.script(self._begin, [self.keys.ready(p)], args)
         ok = [False] * len(leases)
         for idx, reply in zip(groups.values(), pipe.execute(), strict=True):

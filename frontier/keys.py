@@ -104,3 +104,8 @@ class Keys:
     def task_queue(self) -> str:
         """Celery queue carrying this crawl's fetch tasks."""
         return f"{self.ns}.fetch"
+
+    @property
+    def engines(self) -> str:
+        """Hash worker id -> JSON figures of its fetch engine (workers/engine.py)."""
+        return f"{self.ns}:engines"

@@ -12,9 +12,10 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
-from frontier.frontier import Completion, Entry, Lease
+from frontier.frontier import Completion, Entry
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
+from workers.messages import FetchOrder
 from workers.scheduler import LINGER_S, SWEEP_S, Scheduler
 
 
@@ -101,7 +102,7 @@ def test_tasks_wait_for_a_full_batch_while_leases_are_out(redis_client: redis.Re
     assert scheduler.step().dispatched == 8
     sent = _sent_batches(redis_client, queue)
     assert [len(b) for b in sent] == [4, 4]
-    leases = [Lease.from_message(m[:5]) for b in sent for m in b]
+    leases = [FetchOrder.from_json(m).lease for b in sent for m in b]
 
     def finish(n: int) -> None:
         frontier.complete([Completion(le, time.time(), "fetched") for le in leases[:n]])
@@ -117,7 +118,7 @@ def test_tasks_wait_for_a_full_batch_while_leases_are_out(redis_client: redis.Re
     # with fewer than a batch's URLs out, the room there is goes out at once, topped up to
     # a whole task
     cfg.max_inflight = 6
-    leases += [Lease.from_message(m[:5]) for m in _sent_batches(redis_client, queue)[-1]]
+    leases += [FetchOrder.from_json(m).lease for m in _sent_batches(redis_client, queue)[-1]]
     finish(len(leases) - 3)
     time.sleep(SWEEP_S)  # a sweep: every partition may offer its due hosts
     assert scheduler.step().dispatched == 4

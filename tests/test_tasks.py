@@ -26,10 +26,11 @@ def test_stale_and_malformed_messages_are_skipped_and_counted(
     (fresh,), _ = frontier.acquire(10, now=time.time() + 11)
     configure(redis_server.url, cfg.namespace)
     context.close_context()
+    from workers.messages import FetchOrder
     from workers.tasks import fetch
 
     try:
-        fetched = fetch.run([[*lease.to_message(), None], ["garbage"], [1, 2]])
+        fetched = fetch.run([FetchOrder(lease).to_json(), ["garbage"], [1, 2]])
     finally:
         context.close_context()
     assert fetched == 0

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from workers.flower import add_flower_arguments, cmd_flower
 log = logging.getLogger("trawl")
 
 DEMO_MARKER = ".trawl-demo"
+#: Celery task slots of a worker process: tasks are handed over to the fetch engine at once.
+HANDOFF_THREADS = 4
 
 
 def _common_crawl_args(p: argparse.ArgumentParser) -> None:
@@ -29,7 +32,8 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
                    "redis-cluster:// state URL, since Celery cannot use a cluster)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                    help="Celery worker processes to start here (default: cores)")
-    p.add_argument("--concurrency", type=int, default=8, help="fetch threads per worker")
+    p.add_argument("--concurrency", type=int,
+                   help="fetches in flight per worker process (fetch_concurrency, default 1000)")
     p.add_argument("--partitions", type=int, help="partitions P (default 64)")
     p.add_argument("--max-pages", type=int, help="stop admitting after N URLs (default: no cap)")
     p.add_argument("--max-depth", type=int, help="link depth limit (default 50)")
@@ -71,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--redis", required=True)
     worker.add_argument("--namespace", default="trawl")
     worker.add_argument("--broker", help="Celery broker URL (default: --redis)")
-    worker.add_argument("--concurrency", type=int, default=8)
+    worker.add_argument("--concurrency", type=int,
+                        help="fetches in flight in this worker (default: the crawl's "
+                        "fetch_concurrency)")
     worker.add_argument("--name", default=None)
     worker.add_argument("--events", action="store_true")
     worker.add_argument("--loglevel", default="WARNING")
@@ -133,7 +139,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     for name, attr in (("partitions", "partitions"), ("max_pages", "max_pages"),
                        ("max_depth", "max_depth"), ("host_delay_s", "delay"),
                        ("ip_concurrency", "ip_concurrency"), ("output_dir", "output"),
-                       ("namespace", "namespace"), ("ordering", "ordering")):
+                       ("namespace", "namespace"), ("ordering", "ordering"),
+                       ("fetch_concurrency", "concurrency")):
         value = getattr(args, attr, None)
         if value is not None:
             data[name] = value
@@ -193,6 +200,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
         terminate_on_sigterm,
         write_summary,
     )
+    from workers.load import measure
     from workers.progress import CrawlProgress, print_summary
 
     config.validate()
@@ -211,15 +219,19 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
             if is_cluster_url(redis_url) and not args.broker:
                 raise ConfigError("A redis-cluster:// state URL needs --broker redis://HOST:PORT "
                                   "(Celery's broker cannot be a Redis Cluster).")
-            pool = WorkerPool(redis_url, config.namespace, args.workers, args.concurrency,
+            pool = WorkerPool(redis_url, config.namespace, args.workers, None,
                               out / "logs", events=args.events, broker_url=args.broker).start()
             watcher = CrawlWatcher(frontier)
             start = time.monotonic()
             # The workers own the partitions and schedule them (workers/member.py); this
             # process seeds, watches and summarizes.
             with CrawlProgress(enabled=not args.no_progress) as progress:
+                load, looked = None, 0.0
                 while not watcher.done():
-                    progress.update(watcher.last)
+                    if not args.no_progress and time.monotonic() - looked >= 1.0:
+                        load, looked = measure(frontier, watcher.last.get("inflight", 0)), \
+                            time.monotonic()
+                    progress.update(watcher.last, load)
                     if pool.count and pool.alive() == 0:
                         raise RuntimeError(f"all workers exited: see {out / 'logs'}")
                     time.sleep(0.25)
@@ -266,7 +278,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
         if member:
             member.stop()
 
-    argv = ["worker", "-P", "threads", "-c", str(args.concurrency), "-Q",
+    # Celery's threads only hand tasks over to the fetch engine (workers/engine.py), which
+    # runs the fetches; a few suffice, and each blocks while the engine is full.
+    app.conf.trawl_fetch_concurrency = args.concurrency
+    argv = ["worker", "-P", "threads", "-c", str(HANDOFF_THREADS), "-Q",
             f"{args.namespace}.fetch", "--without-gossip", "--without-mingle",
             "-l", args.loglevel]
     if args.name:
@@ -324,6 +339,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from frontier.frontier import Frontier
     from workers.context import load_config
     from workers.crawl import connect
+    from workers.load import measure
 
     client = connect(args.redis)
     frontier = Frontier(client, load_config(client, args.namespace, args.redis))
@@ -331,8 +347,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     totals = frontier.stats()
     started = float(client.get(frontier.keys.started) or time.time())
     rate = round(totals["fetched"] / max(1e-9, time.time() - started), 2)
+    load = measure(frontier, totals.get("inflight", 0))
     if args.json:
-        print(json.dumps({"totals": totals, "pages_per_s": rate,
+        print(json.dumps({"totals": totals, "pages_per_s": rate, "load": asdict(load),
                           "partitions": parts if args.partitions else None}))
         return 0
     from rich.console import Console
@@ -352,6 +369,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     table.add_row("all", *(str(totals.get(c, 0)) for c in cols), str(errs))
     Console().print(table)
     print(f"pages/s since start: {rate}")
+    print(f"fetches in flight: {load.in_flight} of {load.capacity} in {load.engines} engines "
+          f"(+{load.waiting} waiting for a slot; {load.leases_out} leases out of "
+          f"max_inflight {load.max_inflight}); engine CPU {load.cpu_load:.0%} of a core")
+    print(f"hosts: {load.hosts_ready} due now, {load.hosts_waiting} waiting on their delay")
+    print(f"limited by: {load.limit.value} ({load.why})")
     for k, v in sorted(totals.items()):
         if k.startswith("err:"):
             print(f"  {k[4:]}: {v}")

@@ -174,6 +174,10 @@ class WorkerContext:
             total_timeout_s=cfg.total_timeout_s, max_bytes=cfg.max_body_bytes,
             allowed_content_types=tuple(cfg.allowed_content_types),
             allow_private=cfg.allow_private_ips,
+            # One request per host at a time, so one kept-alive connection per host; keep the
+            # pools of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
+            # each every few seconds) so keep-alive survives between their fetches.
+            pool_maxsize=2, pool_connections=max(1000, 4 * cfg.fetch_concurrency),
         )
         self.robots = robots_cache(self.frontier)
         self.soft404 = soft404_cache(self.frontier)

@@ -103,7 +103,8 @@ class WorkerPool:
     redis_url: str
     namespace: str
     count: int
-    concurrency: int
+    #: fetch_concurrency for these workers (None: the crawl's setting)
+    concurrency: int | None
     log_dir: Path
     events: bool = False
     broker_url: str | None = None
@@ -117,8 +118,9 @@ class WorkerPool:
     def start_one(self, i: int) -> subprocess.Popen[bytes]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "workers.cli", "worker", "--redis", self.redis_url,
-               "--namespace", self.namespace, "--concurrency", str(self.concurrency),
-               "--name", f"w{i}-{os.getpid()}"]
+               "--namespace", self.namespace, "--name", f"w{i}-{os.getpid()}"]
+        if self.concurrency:
+            cmd += ["--concurrency", str(self.concurrency)]
         if self.events:
             cmd.append("--events")
         if self.broker_url:

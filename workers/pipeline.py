@@ -77,29 +77,44 @@ def process_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResu
     return process_leases(ctx, [(lease, ip)])[0]
 
 
+def run_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+    """One lease through robots → fetch → store → parse (the fetch engine's unit of work).
+
+    The page's near-duplicate check may still be ``pending``: :func:`finish_pending` answers
+    the checks of many pages in one round trip. Never raises."""
+    return _guarded(ctx, lease, ip, _process, ctx, lease, ip)
+
+
 def process_leases(ctx: WorkerContext,
                    items: Sequence[tuple[Lease, str | None]]) -> list[LeaseResult]:
-    """The leases of one task, one after another; then the near-duplicate checks of all
-    their pages in one Redis round trip (a page's links wait for its answer). Never raises."""
-    results = [_guarded(ctx, lease, ip, _process, ctx, lease, ip) for lease, ip in items]
+    """The leases one after another, then their near-duplicate checks. Never raises."""
+    results = [run_lease(ctx, lease, ip) for lease, ip in items]
+    finish_pending(ctx, items, results)
+    return results
+
+
+def finish_pending(ctx: WorkerContext, items: Sequence[tuple[Lease, str | None]],
+                   results: list[LeaseResult]) -> None:
+    """Answer the near-duplicate checks still pending in ``results`` (of ``items``) in one
+    Redis round trip, completing each page (a page's links wait for its answer). A check
+    that fails (Redis went away) makes its page a retry. Never raises."""
     waiting = [(i, r.pending) for i, r in enumerate(results) if r.pending is not None]
     if not waiting:
-        return results
+        return
     try:
         dups = ctx.dedup.check_many([(p.url, p.host, p.features) for _, p in waiting])
-    except Exception as exc:  # Redis went away mid-task: each page is retried
+    except Exception as exc:  # Redis went away: each page is retried
         log.warning("near-duplicate check of %d pages failed: %s", len(waiting), exc)
         reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
         for i, _ in waiting:
             lease, ip = items[i]
             results[i] = _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(),
                                         None)
-        return results
+        return
     for (i, p), dup in zip(waiting, dups, strict=True):
         lease, ip = items[i]
         results[i].pending = None
         results[i] = _guarded(ctx, lease, ip, _finish_pending, results[i], p, dup)
-    return results
 
 
 def _finish_pending(result: LeaseResult, pending: PendingDedup, dup: DedupResult

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from workers.load import CrawlLoad
+
 
 class CrawlProgress:
     def __init__(self, enabled: bool = True) -> None:
@@ -19,7 +21,9 @@ class CrawlProgress:
             TextColumn("{task.fields[rate]:>6.1f} pages/s"),
             TextColumn("queued {task.fields[queued]}"),
             TextColumn("in flight {task.fields[inflight]}"),
+            TextColumn("hosts ready {task.fields[ready]} / on delay {task.fields[delayed]}"),
             TextColumn("errors {task.fields[errors]}"),
+            TextColumn("limit: {task.fields[limit]}"),
             TimeElapsedColumn(), console=self.console, disable=not enabled,
             refresh_per_second=4,
         )
@@ -30,13 +34,16 @@ class CrawlProgress:
     def __enter__(self) -> CrawlProgress:
         self.progress.start()
         self.task = self.progress.add_task("crawl", total=1, fetched=0, rate=0.0, queued=0,
-                                           inflight=0, errors=0)
+                                           inflight=0, errors=0, ready="-", delayed="-",
+                                           limit="-")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
 
-    def update(self, st: dict[str, int]) -> None:
+    def update(self, st: dict[str, int], load: CrawlLoad | None = None) -> None:
+        """``load`` (workers/load.py), when given, adds the engines' fetches in flight, the
+        hosts ready and on delay, and what limits the crawl now."""
         now = time.monotonic()
         fetched = st.get("fetched", 0)
         self._window.append((now, fetched))
@@ -48,9 +55,15 @@ class CrawlProgress:
             "out_of_scope", 0)
         errors = st.get("failed", 0) + sum(v for k, v in st.items() if k.startswith("err:"))
         assert self.task is not None
+        extra: dict[str, Any] = {}
+        inflight: Any = st.get("inflight", 0)
+        if load is not None:
+            inflight = f"{load.in_flight}/{load.capacity}"
+            extra = {"ready": load.hosts_ready, "delayed": load.hosts_waiting,
+                     "limit": load.limit.value}
         self.progress.update(self.task, total=max(1, st.get("admitted", 0)), completed=done,
                              fetched=fetched, rate=rate, queued=st.get("queued", 0),
-                             inflight=st.get("inflight", 0), errors=errors)
+                             inflight=inflight, errors=errors, **extra)
 
 
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:

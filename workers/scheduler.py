@@ -25,6 +25,7 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.frontier import Completion, Frontier, Lease, ip_token
 from workers.dns import CachingResolver, DNSError
+from workers.messages import FetchOrder
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,6 @@ LINGER_S = 0.05
 class StepResult:
     dispatched: int
     earliest: float | None
-
-
-def _message(lease: Lease, ip: str | None) -> list[object]:
-    """``[url, partition, lease, host, entry, ip]``, plus the queue score when it matters."""
-    msg: list[object] = [*lease.to_message(), ip]
-    if lease.score:
-        msg.append(lease.score)
-    return msg
 
 
 def _summary(batch: list[list[object]]) -> str:
@@ -170,7 +163,7 @@ class Scheduler:
         for start in range(0, len(granted), size):
             chunk = granted[start:start + size]
             try:
-                self._send([_message(lease, ip) for lease, ip in chunk])
+                self._send([FetchOrder(lease, ip).to_json() for lease, ip in chunk])
             except Exception:
                 self._give_back(granted[start:], time.time())
                 raise

@@ -1,184 +1,63 @@
-"""Celery tasks. ``trawl.fetch`` takes a batch of leased URLs of distinct hosts.
+"""Celery tasks. ``trawl.fetch`` hands a batch of leased URLs of distinct hosts to the
+process's fetch engine (workers/engine.py), which completes each URL on its own.
 
 A task is idempotent: a lease that is no longer current (expired and re-queued, or already
 completed by an earlier delivery of the same message) is skipped before any request is made.
+The task returns once its URLs are in the engine (it blocks only while the engine is full),
+so its message is acked then: from there on the lease in Redis, kept alive by the engine's
+lease keeper, is what brings a URL back if this worker dies.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import time
-from collections import Counter, defaultdict
 from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_shutdown
 
-from frontier.frontier import AdmitResult, Entry, Lease, ip_token
-from frontier.psl import registered_domain
 from workers.celery_app import app
+from workers.completion import apply_results
 from workers.context import close_context, get_context
-from workers.pipeline import LeaseResult, process_leases
+from workers.engine import close_engine, get_engine
+from workers.messages import BadMessage, FetchOrder
+
+__all__ = ["apply_results", "fetch"]
 
 log = logging.getLogger(__name__)
 
 
 @app.task(name="trawl.fetch", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def fetch(batch: list[list[Any]]) -> int:
-    """Fetch each ``[url, partition, lease, host, entry, ip(, score)]`` of ``batch``.
+def fetch(batch: list[Any]) -> int:
+    """Start fetching each :class:`FetchOrder` of ``batch``; returns how many were started.
 
-    Returns how many were fetched.
-
-    Before the fetches (one round trip for the whole batch) every lease is checked and given
-    a deadline that covers its fetch (the i-th of the batch: (i+1) x ``fetch_lease_s``, as
-    the fetches run one after another): a stale lease is skipped, and the URLs of a worker
-    that dies mid-task come back to their queues that long after, not a whole
-    ``lease_ttl_s`` later.
+    Before the hand-over (one round trip for the whole batch) every lease is checked and
+    given a deadline of ``lease_keep_s``, which the engine's keeper renews while the fetch
+    runs: a stale lease is skipped, and a worker that dies strands its URLs that long.
     """
     ctx = get_context(app.conf.trawl_redis_url, app.conf.trawl_namespace)
-    leases, ips = [], []
+    orders: list[FetchOrder] = []
     for msg in batch:
         try:
-            leases.append(Lease.from_message(msg[:5], msg[6] if len(msg) > 6 else 0.0))
-            ips.append(msg[5] if len(msg) > 5 else None)
-        except (ValueError, TypeError, IndexError):
-            # A malformed message carries no lease we can honour; its URL stays leased in
-            # Redis and comes back when the lease expires. Count it and go on.
-            log.error("malformed task message skipped: %r", msg)
+            orders.append(FetchOrder.from_json(msg))
+        except BadMessage as exc:
+            # Its URL stays leased in Redis and comes back when the lease expires.
+            log.error("malformed task message skipped: %s", exc)
             ctx.client.hincrby(ctx.frontier.keys.stats(0), "err:bad_message", 1)
-    results: list[tuple[LeaseResult, str | None]] = []
-    stale: list[tuple[Lease, str | None]] = []
-    current = ctx.frontier.begin(leases, ctx.config.fetch_lease_s) if leases else []
-    todo: list[tuple[Lease, str | None]] = []
-    for lease, ip, ok in zip(leases, ips, current, strict=True):
-        (todo if ok else stale).append((lease, ip))
-    if todo:
-        done = process_leases(ctx, todo)
-        results = [(res, ip) for res, (_, ip) in zip(done, todo, strict=True)]
-    apply_results(ctx, results, stale)
-    return sum(1 for r, _ in results if r.completion.outcome == "fetched")
-
-
-def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
-                  stale: list[tuple[Lease, str | None]]) -> None:
-    """Records first, then links, completions, IP releases and counters in one pipeline;
-    then the scheduler's due hints (and budget counts) in a second one.
-
-    Links are admitted before the lease completes, so the crawl never looks finished while a
-    page's links are still on their way into the frontier.
-    """
-    frontier = ctx.frontier
-    links: dict[str, tuple[str, str, Any, float]] = {}
-    counters: Counter[str] = Counter()
-    for res, _ip in results:
-        if res.record is not None:
-            ctx.records.write(res.record)
-        for link in res.links:
-            prio = link[3] if len(link) > 3 else 1.0
-            # Two pages of the batch linking to one URL: two in-links, both cash shares.
-            if link[1] in links:
-                host, url, entry, before = links[link[1]]
-                links[url] = (host, url, entry, before + prio)
-            else:
-                links[link[1]] = (link[0], link[1], link[2], prio)
-        counters.update(res.counters)
+    if not orders:
+        return 0
+    current = ctx.frontier.begin([o.lease for o in orders], ctx.config.lease_keep_s,
+                                 stagger=False)
+    todo = [o for o, ok in zip(orders, current, strict=True) if ok]
+    stale = [(o.lease, o.ip) for o, ok in zip(orders, current, strict=True) if not ok]
     if stale:
-        counters["stale_messages"] += len(stale)
-    if ctx.config.max_pages and links:
-        total = int(ctx.client.get(frontier.keys.admitted_total) or 0)
-        if total >= ctx.config.max_pages:
-            counters["links_over_max_pages"] += len(links)
-            links = {}
-    memo = ctx.seen
-    known: list[tuple[str, str, Any, float]] = []
-    # Links the pipeline already set aside as known to the memo (memo.server was set then),
-    # once per URL, as the links above are merged.
-    set_aside = list({k[1]: k for res, _ip in results for k in res.known
-                      if k[1] not in links}.values())
-    if memo is not None and memo.server is not None:
-        for url in [u for u in links if u in memo]:
-            known.append(links.pop(url))
-    if known or set_aside:
-        counters["seen_rejected"] += len(known) + len(set_aside)
-        counters["seen_memo_hits"] += len(known) + len(set_aside)
-    allowance = _domain_allowance(frontier, results) if links and frontier.budgets_on else None
-    pipe = frontier.pipeline()
-    batch = frontier.queue_admit(pipe, links.values(), allowance=allowance,
-                                 domain_of=registered_domain)
-    frontier.queue_complete(pipe, [r.completion for r, _ in results])
-    ip_next = time.time() + ctx.config.ip_delay_s
-    frontier.queue_ip_release(pipe, [
-        (ip, ip_token(r.completion.lease), ip_next) for r, ip in results if ip
-    ] + [(ip, ip_token(lease), time.time()) for lease, ip in stale if ip])
-    frontier.queue_counters(pipe, 0, counters)
-    # Due hints for the partitions' scheduler: each completed host is due again at its next
-    # allowed time (if it has URLs left), each host an admission woke at the time it reported.
-    # On one server the completions' hints ride in this pipeline, after the completions they
-    # follow; only earlier wake-ups of the admissions need a second round trip.
-    hints: dict[int, float] = {}
-    for res, _ip in results:
-        c = res.completion
-        hints[c.lease.partition] = min(hints.get(c.lease.partition, c.next_allowed),
-                                       c.next_allowed)
-    sent: dict[int, float] = {}
-    if not pipe.cluster:
-        frontier.queue_due_hints(pipe, hints)
-        sent, hints = hints, {}
-    if memo is not None:
-        pipe.command("INFO", "server")
-    replies = pipe.execute()
-    admissions = [(batch, replies[:len(batch)])]
-    if memo is not None:
-        server = str(replies[-1].get("run_id"))
-        if set_aside and server != memo.server:
-            known += [(h, u, Entry(u, d, 0, hops), 1.0) for h, u, d, hops in set_aside]
-        if known and server != memo.server:
-            # Redis restarted since it answered for the memo's URLs, and may have lost the
-            # last of them: those skipped here go through the URL-seen test after all.
-            log.warning("Redis run_id changed: %d links skipped as seen admitted again",
-                        len(known))
-            memo.clear()
-            again = frontier.pipeline()
-            rebatch = frontier.queue_admit(again, known)
-            frontier.queue_counters(again, 0, Counter({"seen_rejected": -len(known),
-                                                       "seen_memo_hits": -len(known)}))
-            admissions.append((rebatch, again.execute()[:len(rebatch)]))
-            links.update((k[1], k) for k in known)
-        memo.add(links, server)
-    totals = AdmitResult()
-    for admitted, answers in admissions:
-        if admitted:
-            part = admitted.totals(answers)
-            totals.admitted += part.admitted
-            totals.rejected += part.rejected
-            for d, n in part.by_domain.items():
-                totals.by_domain[d] = totals.by_domain.get(d, 0) + n
-            for p, t in admitted.woken(answers).items():
-                if t < sent.get(p, math.inf):
-                    hints[p] = min(hints.get(p, t), t)
-    pipe = frontier.pipeline()
-    frontier.queue_due_hints(pipe, hints)
-    if ctx.config.max_pages and totals.admitted:
-        pipe.command("incrby", frontier.keys.admitted_total, totals.admitted)
-    frontier.queue_domain_spent(pipe, totals.by_domain)
-    if len(pipe):
-        pipe.execute()
-
-
-def _domain_allowance(frontier: Any, results: list[tuple[LeaseResult, str | None]]
-                      ) -> dict[str, int]:
-    """Budgets of the registered domains linked from this batch's pages (IRLbot): each
-    linking page's domain counts towards the budget of every other domain it links to."""
-    linkers: dict[str, set[str]] = defaultdict(set)
-    for res, _ip in results:
-        if res.links:
-            source = registered_domain(res.completion.lease.host)
-            for link in res.links:
-                linkers[registered_domain(link[0])].add(source)
-    return frontier.domain_allowance(linkers)
+        apply_results(ctx, [], stale)
+    if todo:
+        get_engine(ctx, app.conf.get("trawl_fetch_concurrency")).submit(todo)
+    return len(todo)
 
 
 @worker_process_shutdown.connect
 @worker_shutdown.connect
 def _flush_on_shutdown(**_kw: Any) -> None:
+    close_engine()
     close_context()

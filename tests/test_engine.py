@@ -1,0 +1,144 @@
+"""The fetch engine in-process on a real Redis and a real sandbox web (no Celery).
+
+A task's URLs complete one by one: a fast host of a task is free again while a slow host of
+the same task still loads, and the lease keeper keeps a long fetch's lease alive. Each
+property is shown next to the old way (the task's URLs fetched one after another with one
+deadline each), where the same measurement fails.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+from frontier.config import CrawlConfig
+from frontier.frontier import Frontier, Lease
+from frontier.redisserver import EmbeddedRedis
+from frontier.urls import host_of
+from sandbox import SandboxConfig, SandboxWeb
+from workers import context
+from workers.celery_app import configure
+from workers.completion import apply_results
+from workers.crawl import init_crawl
+from workers.engine import FetchEngine, read_engines
+from workers.messages import FetchOrder
+from workers.pipeline import process_leases
+
+SLOW_S = 2.0
+KEEP_S = 1.0  # lease_keep_s: shorter than the slow page, so only renewal keeps it
+
+
+@dataclass
+class Env:
+    web: SandboxWeb
+    redis_url: str
+    tmp: Path
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis) -> Iterator[Env]:
+    tmp = tmp_path_factory.mktemp("engine")
+    web_cfg = SandboxConfig(seed=11, hosts=16, pages_per_host=20, ips=16, crawl_delay_s=0.0,
+                            slow_page_s=SLOW_S)
+    with SandboxWeb(web_cfg, tmp / "requests.log") as web:
+        yield Env(web, redis_server.url, tmp)
+
+
+def _crawl(env: Env, namespace: str, slow_url: str) -> tuple[Frontier, Lease, list[Lease]]:
+    """A crawl seeded with one slow page and one page of each other host; robots.txt of
+    every host already fetched. Returns the frontier, the slow page's lease and the others'."""
+    web = env.web
+    slow_host = host_of(slow_url)
+    seeds = [slow_url] + [u for u in web.seeds if host_of(u) != slow_host][:10]
+    cfg = CrawlConfig(namespace=namespace, partitions=4, host_delay_s=0.0,
+                      adaptive_delay_factor=0.0, allow_private_ips=True, soft404_probe=False,
+                      static_hosts=web.resolver_map, lease_keep_s=KEEP_S,
+                      connect_timeout_s=1.0, read_timeout_s=3.0, total_timeout_s=4.0,
+                      output_dir=str(env.tmp / namespace)).validate()
+    client = redis.Redis.from_url(env.redis_url)
+    frontier = init_crawl(client, cfg, seeds)
+    configure(env.redis_url, namespace)
+    context.close_context()
+    ctx = context.get_context(env.redis_url, namespace)
+    robots, _ = frontier.acquire(len(seeds))  # each host's first lease fetches robots.txt
+    assert len(robots) == len(seeds)
+    apply_results(ctx, [(r, None) for r in process_leases(ctx, [(le, None) for le in robots])],
+                  [])
+    pages, _ = frontier.acquire(len(seeds), now=time.time() + 1)
+    assert sorted(le.entry.url for le in pages) == sorted(seeds)
+    slow = next(le for le in pages if le.entry.url == slow_url)
+    return frontier, slow, [le for le in pages if le is not slow]
+
+
+def _watch(frontier: Frontier, slow: Lease, fast: list[Lease], reap_at_s: float
+           ) -> tuple[float | None, bool, int]:
+    """Poll until the slow lease ends: when every fast lease had completed (seconds after
+    the start, None if not before the slow one), and how many leases a reaper run at
+    ``reap_at_s`` re-queued."""
+    start = time.monotonic()
+    fast_done_at = None
+    reaped = -1
+    while time.monotonic() - start < SLOW_S + 3:
+        alive = frontier.lease_alive([slow, *fast])
+        if fast_done_at is None and not any(alive[1:]) and alive[0]:
+            fast_done_at = time.monotonic() - start
+        if reaped < 0 and time.monotonic() - start >= reap_at_s:
+            reaped = frontier.reap(now=time.time())
+        if not alive[0] and reaped >= 0:
+            break
+        time.sleep(0.02)
+    return fast_done_at, reaped >= 0, reaped
+
+
+def test_urls_of_a_task_complete_one_by_one_and_stay_leased(env: Env) -> None:
+    slow_urls = env.web.site.slow_urls()
+    assert len({host_of(u) for u in slow_urls}) >= 2, slow_urls
+
+    # The engine: the whole task in one submit (one hand-over, as a Celery task does).
+    frontier, slow, fast = _crawl(env, "eng1", slow_urls[0])
+    ctx = context.get_context(env.redis_url, "eng1")
+    engine = FetchEngine(ctx, capacity=32)
+    try:
+        orders = [FetchOrder(le) for le in (slow, *fast)]
+        assert all(frontier.begin([o.lease for o in orders], KEEP_S, stagger=False))
+        threading.Thread(target=engine.submit, args=(orders,), daemon=True).start()
+        fast_done_at, _, reaped = _watch(frontier, slow, fast, reap_at_s=1.5 * KEEP_S)
+        published = engine.figures()
+        engine._publish()
+        seen = read_engines(ctx.client, frontier.keys.engines)
+    finally:
+        engine.close(5.0)
+        context.close_context()
+    # Every fast host was free again while the slow host of its task was still loading.
+    assert fast_done_at is not None and fast_done_at < SLOW_S / 2, fast_done_at
+    # The slow fetch outlived its lease_keep_s deadline, renewed by the keeper: not reaped.
+    assert reaped == 0
+    st = frontier.stats()
+    assert st["fetched"] == len(fast) + 1 and st["requeued"] == 0 and st["inflight"] == 0
+    assert engine.renewals >= 1 and engine.stale_renewals == 0
+    assert [f.worker for f in seen] == [published.worker] and seen[0].capacity == 32
+
+    # Negative control, the old task: fetched one after another, one deadline for all.
+    frontier, slow, fast = _crawl(env, "seq1", slow_urls[1])
+    ctx = context.get_context(env.redis_url, "seq1")
+    try:
+        items = [(le, None) for le in (slow, *fast)]
+        assert all(frontier.begin([le for le, _ in items], KEEP_S, stagger=False))
+
+        def old_task() -> None:
+            apply_results(ctx, [(r, None) for r in process_leases(ctx, items)], [])
+
+        worker = threading.Thread(target=old_task, daemon=True)
+        worker.start()
+        fast_done_at, _, reaped = _watch(frontier, slow, fast, reap_at_s=1.5 * KEEP_S)
+        worker.join(10)
+    finally:
+        context.close_context()
+    assert fast_done_at is None  # the fast hosts waited for the slow one
+    assert reaped == len(items)  # and nobody kept the leases alive: all re-queued

@@ -1,0 +1,85 @@
+"""A worker SIGKILLed mid-crawl strands little: the crawl ends within its no-fault time plus
+``partition_ttl_s`` plus ``total_timeout_s`` (the lease keeper's short deadlines bring the
+dead worker's in-flight URLs back; before it, each came back a whole fetch budget later).
+
+Two crawls of one sandbox web with two real worker processes: one without a fault, one where a
+worker is SIGKILLed when 40% of the pages are fetched. Nothing may be lost in either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from frontier.redisserver import EmbeddedRedis
+from sandbox import SandboxConfig, SandboxWeb
+from tests.drillkit import drill_config
+from workers.crawl import CrawlWatcher, WorkerPool, init_crawl
+
+pytestmark = pytest.mark.e2e
+
+WEB = SandboxConfig(seed=9, hosts=16, pages_per_host=30, ips=16, crawl_delay_s=0.3,
+                    robots_slow_s=0.3, slow_page_s=0.3, hang_s=4.0)
+SETTINGS = dict(host_delay_s=0.3, lease_keep_s=2.0, partition_ttl_s=3.0, total_timeout_s=2.0,
+                max_inflight=256)
+#: Scheduling slack on a busy machine: Celery start, the reaper's 1 s period, polling.
+MARGIN_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
+    tmp = tmp_path_factory.mktemp("kill")
+    with SandboxWeb(WEB, tmp / "requests.log") as web:
+        yield web
+
+
+def _run(web: SandboxWeb, redis_url: str, tmp: Path, namespace: str,
+         kill_at: float | None) -> tuple[float, dict[str, int]]:
+    client = redis.Redis.from_url(redis_url)
+    config = drill_config(web, namespace, tmp / namespace, **SETTINGS)
+    frontier = init_crawl(client, config, list(web.seeds))
+    pool = WorkerPool(redis_url, namespace, 0, None, tmp / namespace / "logs")
+    watcher = CrawlWatcher(frontier)
+    pages = len(web.site.expected_fetches(web.seeds))
+    try:
+        start = time.monotonic()
+        pool.start_one(0)
+        pool.start_one(1)
+        killed = False
+        while not watcher.done(settle_s=1.0):
+            assert time.monotonic() - start < 180, f"crawl did not finish: {watcher.last}"
+            if kill_at is not None and not killed and \
+                    frontier.stats()["fetched"] >= kill_at * pages:
+                victim = pool.procs[0]
+                os.killpg(victim.pid, signal.SIGKILL)
+                victim.wait()
+                killed = True
+            time.sleep(0.1)
+        elapsed = time.monotonic() - start - 1.0  # done() waits settle_s of quiet
+    finally:
+        pool.stop()
+        client.close()
+    assert kill_at is None or killed
+    return elapsed, frontier.stats()
+
+
+def test_sigkilled_worker_costs_at_most_partition_ttl_plus_a_fetch(
+        web: SandboxWeb, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    calm, calm_stats = _run(web, redis_server.url, tmp_path, "kr-calm", None)
+    hit, hit_stats = _run(web, redis_server.url, tmp_path, "kr-kill", 0.4)
+    for st in (calm_stats, hit_stats):  # nothing lost: every admitted URL ended
+        assert st["queued"] == 0 and st["inflight"] == 0
+        assert st["fetched"] + st["failed"] + st["robots_blocked"] + st["out_of_scope"] \
+            == st["admitted"]
+    assert hit_stats["fetched"] == calm_stats["fetched"]
+    bound = calm + SETTINGS["partition_ttl_s"] + SETTINGS["total_timeout_s"]
+    print(json.dumps({"no_fault_s": round(calm, 1), "with_kill_s": round(hit, 1),
+                      "bound_s": round(bound, 1), "requeued": hit_stats.get("requeued", 0)}))
+    assert hit <= bound + MARGIN_S, (calm, hit, bound)

@@ -1,0 +1,302 @@
+"""The fetch engine of a worker process: many fetches in flight, each URL completed on its own.
+
+The real web answers in hundreds of milliseconds, mostly waiting; a worker that fetched a
+task's URLs one after another (as Trawl did) kept each host leased for the whole task and
+spent its time idle. Here every handed-over URL runs on its own thread (a fetcher thread, as
+in Heritrix, Nutch and StormCrawler; docs/fetch-engine.md measures this against asyncio +
+aiohttp), up to ``capacity`` at once. When a page is done (fetched, stored, parsed) it goes
+to the *completer*, which writes finished pages back in batches (one near-duplicate round
+trip and two pipelines per batch, as a task did) after at most ``LINGER_S``: a host is free
+again as soon as its own page is done, whatever the other hosts of its task are doing.
+
+A *lease keeper* renews the deadline of every lease in the engine to now + ``lease_keep_s``
+every third of it, so a worker that dies strands its URLs for about ``lease_keep_s`` (the
+partition owner's reaper then puts them back), not for a whole fetch budget per URL.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+
+from workers.completion import apply_results
+from workers.messages import FetchOrder
+from workers.pipeline import LeaseResult, finish_pending, run_lease
+
+log = logging.getLogger(__name__)
+
+#: Pages finished within this long of the first one are written back together.
+LINGER_S = 0.025
+#: A write-back batch holds at most this many pages.
+FLUSH_BATCH = 32
+#: How often the engine's figures are published for ``trawl status`` and the progress bar.
+PUBLISH_S = 2.0
+#: Fetcher threads get this much stack (CPython's default is the 8 MiB of ulimit -s; lxml and
+#: our code need far less, and a thousand threads then reserve 256 MiB, not 8 GiB).
+THREAD_STACK_BYTES = 1024 * 1024
+
+
+@dataclass(slots=True)
+class _Job:
+    order: FetchOrder
+    #: time.monotonic() when its thread took it (0.0: waiting for a free slot)
+    started: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class EngineFigures:
+    """What ``trawl status`` shows of one engine (published in Redis every PUBLISH_S)."""
+
+    worker: str
+    capacity: int
+    in_flight: int
+    waiting: int
+    completed: int
+    #: CPU seconds per second of this process since its previous figures (1.0: one core)
+    cpu_load: float
+    at: float
+
+
+class FetchEngine:
+    """``submit`` orders; they are fetched concurrently and completed one by one."""
+
+    def __init__(self, ctx: Any, capacity: int) -> None:
+        self.ctx = ctx
+        self.capacity = max(1, capacity)
+        self._slots = threading.Semaphore(self.capacity)
+        old = threading.stack_size()
+        threading.stack_size(THREAD_STACK_BYTES)
+        try:
+            self._pool = ThreadPoolExecutor(self.capacity, thread_name_prefix="trawl-fetch")
+        finally:
+            threading.stack_size(old)
+        self._done: queue.SimpleQueue[tuple[_Job, LeaseResult]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._jobs: dict[int, _Job] = {}
+        self._closing = threading.Event()
+        self.completed = 0
+        self._cpu_mark = (time.monotonic(), _cpu_s())
+        self.renewals = 0
+        self.stale_renewals = 0
+        self._completer = threading.Thread(target=self._complete_loop, name="trawl-completer",
+                                           daemon=True)
+        self._keeper = threading.Thread(target=self._keep_loop, name="trawl-lease-keeper",
+                                        daemon=True)
+        self._completer.start()
+        self._keeper.start()
+
+    # -- hand-over -----------------------------------------------------------------------
+    def submit(self, orders: list[FetchOrder]) -> None:
+        """Start ``orders``; blocks while ``capacity`` fetches are in the engine. Their
+        leases are kept alive from now on, also while they wait for a slot."""
+        jobs = [_Job(order) for order in orders]
+        with self._lock:
+            for job in jobs:
+                self._jobs[id(job)] = job
+        for job in jobs:
+            self._slots.acquire()
+            try:
+                self._pool.submit(self._run, job)
+            except RuntimeError:  # shut down meanwhile: the lease expires and comes back
+                self._forget([job])
+                raise
+
+    @property
+    def in_engine(self) -> int:
+        """URLs handed over and not yet written back (fetching, waiting, completing)."""
+        return len(self._jobs)
+
+    def _run(self, job: _Job) -> None:
+        job.started = time.monotonic()
+        try:
+            result = run_lease(self.ctx, job.order.lease, job.order.ip)
+        except BaseException:  # run_lease catches Exception; this is a thread being torn down
+            self._forget([job])
+            raise
+        self._done.put((job, result))
+
+    # -- write-back ------------------------------------------------------------------------
+    def _complete_loop(self) -> None:
+        while True:
+            try:
+                first = self._done.get(timeout=0.2)
+            except queue.Empty:
+                if self._closing.is_set() and not self._jobs:
+                    return
+                continue
+            batch = [first]
+            until = time.monotonic() + LINGER_S
+            while len(batch) < FLUSH_BATCH:
+                wait = until - time.monotonic()
+                try:
+                    batch.append(self._done.get(timeout=wait) if wait > 0
+                                 else self._done.get_nowait())
+                except queue.Empty:
+                    break
+            self._write_back(batch)
+
+    def _write_back(self, batch: list[tuple[_Job, LeaseResult]]) -> None:
+        items = [(job.order.lease, job.order.ip) for job, _ in batch]
+        results = [res for _, res in batch]
+        give_up = time.monotonic() + self.ctx.config.fetch_lease_s
+        attempt = 0
+        while True:
+            try:
+                finish_pending(self.ctx, items, results)
+                apply_results(self.ctx, [(r, ip) for r, (_, ip) in
+                                         zip(results, items, strict=True)], [])
+                break
+            except (redis.RedisError, OSError) as exc:
+                # Redis is away: keep the pages (their leases are renewed meanwhile) and try
+                # again; past fetch_lease_s the leases are left to expire and come back.
+                attempt += 1
+                if time.monotonic() > give_up or (self._closing.is_set() and attempt > 3):
+                    log.error("could not write back %d pages (%s): their leases expire and "
+                              "the URLs are fetched again", len(batch), exc)
+                    break
+                log.warning("write-back of %d pages failed (%s); retrying", len(batch), exc)
+                time.sleep(min(2.0, 0.1 * 2 ** attempt))
+            except Exception:
+                log.exception("write-back of %d pages failed: their leases expire and the "
+                              "URLs are fetched again", len(batch))
+                break
+        self.completed += len(batch)
+        self._forget([job for job, _ in batch])
+
+    def _forget(self, jobs: list[_Job]) -> None:
+        with self._lock:
+            for job in jobs:
+                self._jobs.pop(id(job), None)
+        for _ in jobs:
+            self._slots.release()
+
+    # -- lease keeper ------------------------------------------------------------------------
+    def _keep_loop(self) -> None:
+        cfg = self.ctx.config
+        every = max(0.2, cfg.lease_keep_s / 3)
+        published = 0.0
+        while not self._closing.wait(every):
+            self.renew()
+            if time.monotonic() - published >= PUBLISH_S:
+                published = time.monotonic()
+                self._publish()
+
+    def renew(self) -> int:
+        """Give every lease in the engine a deadline of now + lease_keep_s, except fetches
+        running longer than fetch_lease_s (a stuck thread must not hold a host forever).
+        Returns how many were renewed."""
+        cfg = self.ctx.config
+        now = time.monotonic()
+        with self._lock:
+            leases = [j.order.lease for j in self._jobs.values()
+                      if not j.started or now - j.started < cfg.fetch_lease_s]
+        if not leases:
+            return 0
+        try:
+            current = self.ctx.frontier.begin(leases, cfg.lease_keep_s, stagger=False)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("lease keeper could not renew %d leases: %s", len(leases), exc)
+            return 0
+        stale = len(current) - sum(current)
+        self.renewals += len(current) - stale
+        if stale:
+            # Expired before we renewed them (the keeper was late: Redis away, a long pause):
+            # the reaper re-queued them and this worker's completion will be ignored.
+            self.stale_renewals += stale
+            log.warning("%d leases in this worker expired before renewal", stale)
+        return len(current) - stale
+
+    def figures(self) -> EngineFigures:
+        with self._lock:
+            waiting = sum(1 for j in self._jobs.values() if not j.started)
+            total = len(self._jobs)
+        now, cpu = time.monotonic(), _cpu_s()
+        then, cpu_then = self._cpu_mark
+        self._cpu_mark = (now, cpu)
+        load = (cpu - cpu_then) / (now - then) if now > then else 0.0
+        return EngineFigures(worker=self.ctx.worker_id, capacity=self.capacity,
+                             in_flight=total - waiting, waiting=waiting,
+                             completed=self.completed, cpu_load=round(load, 3),
+                             at=time.time())
+
+    def _publish(self) -> None:
+        figures = self.figures()
+        try:
+            self.ctx.client.hset(self.ctx.frontier.keys.engines, figures.worker,
+                                 json.dumps(asdict(figures)))
+        except (redis.RedisError, OSError) as exc:
+            log.debug("engine figures not published: %s", exc)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    def close(self, timeout_s: float) -> None:
+        """Let the fetches in the engine finish (up to ``timeout_s``) and write them back;
+        what is still running then is left to its leases."""
+        self._closing.set()
+        deadline = time.monotonic() + timeout_s
+        while self._jobs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self._completer.join(max(0.1, deadline - time.monotonic()))
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._jobs:
+            log.warning("%d fetches unfinished at shutdown: their leases expire and the URLs "
+                        "come back", len(self._jobs))
+
+
+def _cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+_engine: FetchEngine | None = None
+_engine_lock = threading.Lock()
+
+
+def get_engine(ctx: Any, capacity: int | None = None) -> FetchEngine:
+    """This process's engine (made on first use); ``capacity`` overrides the crawl's
+    ``fetch_concurrency`` for this worker (``trawl worker --concurrency``)."""
+    global _engine
+    if _engine is None:
+        with _engine_lock:
+            if _engine is None:
+                _engine = FetchEngine(ctx, capacity or ctx.config.fetch_concurrency)
+    return _engine
+
+
+def close_engine(timeout_s: float | None = None) -> None:
+    global _engine
+    with _engine_lock:
+        engine, _engine = _engine, None
+    if engine is not None:
+        engine.close(engine.ctx.config.total_timeout_s + 5.0 if timeout_s is None
+                     else timeout_s)
+
+
+def read_engines(client: Any, key: str, now: float | None = None,
+                 max_age_s: float = 3 * PUBLISH_S) -> list[EngineFigures]:
+    """The live engines' latest figures (entries older than ``max_age_s`` are of stopped
+    workers and are dropped)."""
+    now = time.time() if now is None else now
+    live: list[EngineFigures] = []
+    dead: list[Any] = []
+    for worker, raw in client.hgetall(key).items():
+        try:
+            figures = EngineFigures(**json.loads(raw))
+        except (TypeError, ValueError):
+            dead.append(worker)
+            continue
+        if now - figures.at <= max_age_s:
+            live.append(figures)
+        else:
+            dead.append(worker)
+    if dead:
+        client.hdel(key, *dead)
+    return live
