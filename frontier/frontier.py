@@ -21,13 +21,14 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
 from frontier.bloom import BloomSpec, partition_layers, url_hash
 from frontier.config import CrawlConfig
 from frontier.keys import Keys, domain_partition_of, ip_partition_of, partition_of
+from frontier.outcomes import Outcome
 from frontier.redisbloom import EXPANSION, RESERVE_RATE_FACTOR, resolve_backend
 from frontier.slotpipe import LuaScript, SlotPipeline
 
@@ -36,7 +37,7 @@ COUNTERS = (
     "admitted", "seen_rejected", "queued", "inflight", "fetched", "failed", "robots_blocked",
     "out_of_scope", "redirects", "retries", "robots_fetches", "deferred", "requeued", "stale",
     "over_host_cap", "trap_query_variants", "over_domain_budget", "reprioritized",
-    "soft404_probes",
+    "soft404_probes", "unsent",
 )
 
 #: Host-queue mode of each ordering: FIFO lists, priority ZSETs, or ZSETs whose queued URLs
@@ -98,11 +99,12 @@ def ip_token(lease: Lease) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """How a lease ends. ``outcome`` names the counter to increment ('' for none)."""
+    """How a lease ends. ``outcome`` (frontier.outcomes.Outcome) is also the counter the
+    completion bumps."""
 
     lease: Lease
     next_allowed: float
-    outcome: str
+    outcome: Outcome
     requeue: Entry | None = None
     at_head: bool = False
 
@@ -115,10 +117,15 @@ class AdmitResult:
     by_domain: dict[str, int] = field(default_factory=dict)
 
 
-#: A link to admit: (host, url, entry) or (host, url, entry, priority). The priority is what a
-#: link adds to its target under the indegree (1 per link) and opic (a share of the linking
-#: page's cash) orderings; bfs ignores it and random draws its own.
-AdmitLink = tuple[str, str, Entry] | tuple[str, str, Entry, float]
+class AdmitLink(NamedTuple):
+    """A link to admit. ``priority`` is what the link adds to its target under the indegree
+    (1 per link) and opic (a share of the linking page's cash) orderings; bfs ignores it and
+    random draws its own."""
+
+    host: str
+    url: str
+    entry: Entry
+    priority: float = 1.0
 
 
 class AdmitBatch(list[int]):
@@ -214,7 +221,8 @@ class Frontier:
 
     # -- admission ------------------------------------------------------------------------
     def queue_admit(
-        self, pipe: Any, links: Iterable[AdmitLink], now: float | None = None,
+        self, pipe: Any, links: Iterable[AdmitLink | tuple[str, str, Entry]],
+        now: float | None = None,
         allowance: Mapping[str, int] | None = None,
         domain_of: Callable[[str], str] | None = None,
     ) -> AdmitBatch:
@@ -229,12 +237,10 @@ class Frontier:
         cfg = self.config
         groups: dict[int, list[Any]] = defaultdict(list)
         budget_ix: dict[int, dict[str, int]] = defaultdict(dict)
-        default = 1.0
         short = self.mode == "l" and allowance is None
         stride = 3 if short else ADMIT_STRIDE
         for link in links:
-            host, url, entry = link[0], link[1], link[2]
-            prio = link[3] if len(link) > 3 else default  # type: ignore[misc]
+            host, url, entry, prio = link if len(link) == 4 else (*link, 1.0)
             if self.mode == "z":
                 prio = random.random()
             h1, h2 = url_hash(url)
@@ -266,7 +272,7 @@ class Frontier:
         return batch
 
     def admit(
-        self, links: Iterable[AdmitLink], now: float | None = None
+        self, links: Iterable[AdmitLink | tuple[str, str, Entry]], now: float | None = None
     ) -> AdmitResult:
         pipe = self.pipeline()
         batch = self.queue_admit(pipe, links, now)

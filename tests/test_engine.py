@@ -55,7 +55,7 @@ def _crawl(env: Env, namespace: str, slow_url: str) -> tuple[Frontier, Lease, li
     every host already fetched. Returns the frontier, the slow page's lease and the others'."""
     web = env.web
     slow_host = host_of(slow_url)
-    seeds = [slow_url] + [u for u in web.seeds if host_of(u) != slow_host][:10]
+    seeds = [slow_url, *[u for u in web.seeds if host_of(u) != slow_host][:10]]
     cfg = CrawlConfig(namespace=namespace, partitions=4, host_delay_s=0.0,
                       adaptive_delay_factor=0.0, allow_private_ips=True, soft404_probe=False,
                       static_hosts=web.resolver_map, lease_keep_s=KEEP_S,

@@ -51,7 +51,7 @@ def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
     """Links this worker already had answered go to Redis once (Mercator's cache in front of
     the URL-seen test); a Redis that restarted (new run_id, here with its data lost) gets
     them again, so the memo never hides a URL the server no longer has."""
-    from frontier.frontier import Completion, Entry
+    from frontier.frontier import AdmitLink, Completion, Entry
     from frontier.redisserver import free_port
     from workers.pipeline import LeaseResult
     from workers.tasks import apply_results
@@ -61,7 +61,7 @@ def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
     hosts = {"a.test": "192.0.2.1", "b.test": "192.0.2.2", "c.test": "192.0.2.3"}
     cfg = CrawlConfig(namespace="memo1", partitions=4, output_dir=str(tmp_path),
                       static_hosts=hosts).validate()
-    nav = [("a.test", f"http://a.test/nav/{i}", Entry(f"http://a.test/nav/{i}", 1))
+    nav = [AdmitLink("a.test", f"http://a.test/nav/{i}", Entry(f"http://a.test/nav/{i}", 1))
            for i in range(10)]
     try:
         client = redis.Redis(host=srv.host, port=port)
@@ -76,7 +76,7 @@ def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
         apply_results(ctx, [(LeaseResult(Completion(leases[0], now, "fetched"), links=nav),
                              None)], [])
         assert len(ctx.seen) == 10
-        new = ("b.test", "http://b.test/x", Entry("http://b.test/x", 1))
+        new = AdmitLink("b.test", "http://b.test/x", Entry("http://b.test/x", 1))
         apply_results(ctx, [(LeaseResult(Completion(leases[1], now, "fetched"),
                                          links=[*nav, new]), None)], [])
         st = frontier.stats()
@@ -172,7 +172,7 @@ def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(
         redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
     """A completed host's partition is hinted due at its next allowed time (sent with the
     completion), a host an admission woke at the time the admission reported."""
-    from frontier.frontier import Completion, Entry
+    from frontier.frontier import AdmitLink, Completion, Entry
     from workers.pipeline import LeaseResult
     from workers.tasks import apply_results
 
@@ -186,7 +186,7 @@ def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(
         ctx = context.get_context(redis_server.url, cfg.namespace)
         (lease,), _ = frontier.acquire(10)
         later = time.time() + 300
-        link = ("b.test", "http://b.test/", Entry("http://b.test/", 1))
+        link = AdmitLink("b.test", "http://b.test/", Entry("http://b.test/", 1))
         redis_client.delete(frontier.due_key)
         apply_results(ctx, [(LeaseResult(Completion(lease, later, "fetched"), links=[link]),
                              None)], [])

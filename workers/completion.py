@@ -13,7 +13,7 @@ import time
 from collections import Counter, defaultdict
 from typing import Any
 
-from frontier.frontier import AdmitResult, Entry, Lease, ip_token
+from frontier.frontier import AdmitLink, AdmitResult, Entry, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.pipeline import LeaseResult
 
@@ -29,19 +29,16 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     page's links are still on their way into the frontier.
     """
     frontier = ctx.frontier
-    links: dict[str, tuple[str, str, Any, float]] = {}
+    links: dict[str, AdmitLink] = {}
     counters: Counter[str] = Counter()
     for res, _ip in results:
         if res.record is not None:
             ctx.records.write(res.record)
         for link in res.links:
-            prio = link[3] if len(link) > 3 else 1.0
             # Two pages of the batch linking to one URL: two in-links, both cash shares.
-            if link[1] in links:
-                host, url, entry, before = links[link[1]]
-                links[url] = (host, url, entry, before + prio)
-            else:
-                links[link[1]] = (link[0], link[1], link[2], prio)
+            before = links.get(link.url)
+            links[link.url] = (link if before is None
+                               else before._replace(priority=before.priority + link.priority))
         counters.update(res.counters)
     if stale:
         counters["stale_messages"] += len(stale)
@@ -51,7 +48,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
             counters["links_over_max_pages"] += len(links)
             links = {}
     memo = ctx.seen
-    known: list[tuple[str, str, Any, float]] = []
+    known: list[AdmitLink] = []
     # Links the pipeline already set aside as known to the memo (memo.server was set then),
     # once per URL, as the links above are merged.
     set_aside = list({k[1]: k for res, _ip in results for k in res.known
@@ -92,7 +89,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     if memo is not None:
         server = str(replies[-1].get("run_id"))
         if set_aside and server != memo.server:
-            known += [(h, u, Entry(u, d, 0, hops), 1.0) for h, u, d, hops in set_aside]
+            known += [AdmitLink(h, u, Entry(u, d, 0, hops)) for h, u, d, hops in set_aside]
         if known and server != memo.server:
             # Redis restarted since it answered for the memo's URLs, and may have lost the
             # last of them: those skipped here go through the URL-seen test after all.
@@ -104,7 +101,7 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
             frontier.queue_counters(again, 0, Counter({"seen_rejected": -len(known),
                                                        "seen_memo_hits": -len(known)}))
             admissions.append((rebatch, again.execute()[:len(rebatch)]))
-            links.update((k[1], k) for k in known)
+            links.update((k.url, k) for k in known)
         memo.add(links, server)
     totals = AdmitResult()
     for admitted, answers in admissions:
@@ -135,5 +132,5 @@ def _domain_allowance(frontier: Any, results: list[tuple[LeaseResult, str | None
         if res.links:
             source = registered_domain(res.completion.lease.host)
             for link in res.links:
-                linkers[registered_domain(link[0])].add(source)
+                linkers[registered_domain(link.host)].add(source)
     return frontier.domain_allowance(linkers)

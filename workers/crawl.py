@@ -20,6 +20,7 @@ import redis
 from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Entry, Frontier
 from frontier.keys import Keys
+from frontier.outcomes import FINAL
 from frontier.redisclient import client_from_url
 from frontier.urls import InvalidURL, canonicalize, host_of
 
@@ -178,9 +179,9 @@ def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
                         or k in ("parse_errors", "deferred", "stale", "stale_messages",
                                   "skipped_content_type", "fenced", "over_host_cap",
                                   "over_domain_budget", "trap_query_variants",
-                                  "soft404_pages", "soft404_hosts", "reprioritized")}
-    summary["accounted"] = (summary["pages_fetched"] + summary["pages_failed"]
-                            + summary["robots_blocked"] + summary["out_of_scope"])
+                                  "soft404_pages", "soft404_hosts", "reprioritized",
+                                  "unsent")}
+    summary["accounted"] = sum(stats.get(outcome.value, 0) for outcome in FINAL)
     return summary
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, Features, record_fields
-from frontier.frontier import Completion, Entry, Lease
+from frontier.frontier import AdmitLink, Completion, Entry, Lease
+from frontier.outcomes import Outcome
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
 from workers.context import WorkerContext
@@ -39,8 +40,7 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 @dataclass
 class LeaseResult:
     completion: Completion
-    #: (host, url, entry) or (host, url, entry, priority): see frontier.frontier.AdmitLink.
-    links: list[tuple[Any, ...]] = field(default_factory=list)
+    links: list[AdmitLink] = field(default_factory=list)
     counters: Counter[str] = field(default_factory=Counter)
     record: dict[str, Any] | None = None
     #: Set while the page waits for its near-duplicate check (see :func:`process_leases`).
@@ -140,8 +140,10 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
         return _fetch_robots(ctx, lease, ip)
     if not policy.allowed(url, ROBOTS_TOKEN):
         now = time.time()
-        result = LeaseResult(Completion(lease, now, "robots_blocked"))
-        result.record = _record(lease, "robots_blocked", now, ip, reason=policy.kind)
+        result = LeaseResult(Completion(lease, now, Outcome.ROBOTS_BLOCKED))
+        # "unavailable" alone hides why (a TLS failure, a refused address): say it.
+        reason = f"{policy.kind}: {policy.reason}" if policy.reason else policy.kind
+        result.record = _record(lease, Outcome.ROBOTS_BLOCKED, now, ip, reason=reason)
         return result
     probe = ctx.soft404.get(host) if cfg.soft404_probe else None
     if cfg.soft404_probe and probe is None:
@@ -150,8 +152,9 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
     end = time.time()
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
     if res.error == "forbidden_ip":
-        result = LeaseResult(Completion(lease, end, "out_of_scope"))
-        result.record = _record(lease, "out_of_scope", res.started_at, ip, reason=res.error_detail)
+        result = LeaseResult(Completion(lease, end, Outcome.OUT_OF_SCOPE))
+        result.record = _record(lease, Outcome.OUT_OF_SCOPE, res.started_at, ip,
+                                reason=res.error_detail)
         return result
     if res.status is None or res.status in RETRYABLE_STATUS:
         kind = res.error or f"http_{res.status}"
@@ -172,7 +175,7 @@ def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResu
         ctx.warc.write(res)
     end = time.time()
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
-    result = LeaseResult(Completion(lease, end + delay, "robots_fetches", requeue=lease.entry,
+    result = LeaseResult(Completion(lease, end + delay, Outcome.ROBOTS_FETCH, requeue=lease.entry,
                                     at_head=True))
     result.counters[f"robots:{policy.kind}"] += 1
     if policy.reason and policy.kind in ("unparseable", "unavailable"):
@@ -197,7 +200,7 @@ def _probe_soft404(ctx: WorkerContext, lease: Lease, ip: str | None,
     ctx.soft404.put(lease.host, probe, cfg.robots_ttl_s if probe.status is not None
                     else cfg.robots_error_ttl_s)
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), end - start)
-    result = LeaseResult(Completion(lease, end + delay, "soft404_probes", requeue=lease.entry,
+    result = LeaseResult(Completion(lease, end + delay, Outcome.SOFT404_PROBE, requeue=lease.entry,
                                     at_head=True))
     result.counters["soft404_hosts" if probe.soft404_host else "soft404_clean_hosts"] += 1
     if probe.soft404_host:
@@ -216,10 +219,10 @@ def _fail_or_retry(ctx: WorkerContext, lease: Lease, ip: str | None, kind: str, 
         wait = max(next_allowed, time.time() + retry_backoff(cfg, attempt))
         log.info("retry %d/%d of %s in %.1fs: %s", attempt, cfg.max_retries, entry.url,
                  wait - time.time(), reason)
-        return LeaseResult(Completion(lease, wait, "retries", requeue=retry), counters=counters)
+        return LeaseResult(Completion(lease, wait, Outcome.RETRY, requeue=retry), counters=counters)
     log.warning("failed after %d attempts: %s: %s", entry.attempts + 1, entry.url, reason)
-    result = LeaseResult(Completion(lease, next_allowed, "failed"), counters=counters)
-    result.record = _record(lease, "failed", res.started_at if res else time.time(), ip,
+    result = LeaseResult(Completion(lease, next_allowed, Outcome.FAILED), counters=counters)
+    result.record = _record(lease, Outcome.FAILED, res.started_at if res else time.time(), ip,
                             reason=reason, status=res.status if res else None)
     return result
 
@@ -229,7 +232,7 @@ def _fetched(
     probe: Soft404Probe | None = None,
 ) -> LeaseResult:
     entry = lease.entry
-    result = LeaseResult(Completion(lease, next_allowed, "fetched"))
+    result = LeaseResult(Completion(lease, next_allowed, Outcome.FETCHED))
     warc_ref = ctx.warc.write(res) if ctx.warc else None
     page = _Page(warc_ref)
     dup: DedupResult | None = None
@@ -308,9 +311,9 @@ def _complete_page(ctx: WorkerContext, lease: Lease, res: FetchResult, result: L
         # OPIC: the page's cash is shared equally among its out-links (a redirect passes it
         # all on); what lands on URLs already fetched is not kept.
         share = lease.priority / len(result.links)
-        result.links = [(h, u, e, share) for h, u, e, *_ in result.links]
+        result.links = [link._replace(priority=share) for link in result.links]
     result.record = _record(
-        lease, "fetched", res.started_at, res.ip, status=res.status, bytes=len(res.body),
+        lease, Outcome.FETCHED, res.started_at, res.ip, status=res.status, bytes=len(res.body),
         digest=content_fingerprint(res.body) if res.body else None, links_found=page.found,
         links_admitted=len(result.links) + len(result.known), elapsed_s=round(res.elapsed_s, 4),
         content_type=res.content_type, truncated=res.truncated or None,
@@ -355,11 +358,11 @@ def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entr
     if memo is not None and memo.server is not None and url in memo:
         result.known.append((host, url, template.depth, template.hops))
         return url
-    result.links.append((host, url, Entry(url, template.depth, 0, template.hops)))
+    result.links.append(AdmitLink(host, url, Entry(url, template.depth, 0, template.hops)))
     return url
 
 
-def _record(lease: Lease, outcome: str, started_at: float, ip: str | None,
+def _record(lease: Lease, outcome: Outcome, started_at: float, ip: str | None,
             **fields: Any) -> dict[str, Any]:
     rec: dict[str, Any] = {"url": lease.entry.url, "outcome": outcome,
                            "fetched_at": round(started_at, 4), "host": lease.host, "ip": ip,

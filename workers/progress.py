@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from frontier.outcomes import FINAL
 from workers.load import CrawlLoad
 
 
@@ -51,8 +52,7 @@ class CrawlProgress:
             self._window.pop(0)
         t0, f0 = self._window[0]
         rate = (fetched - f0) / (now - t0) if now > t0 else 0.0
-        done = fetched + st.get("failed", 0) + st.get("robots_blocked", 0) + st.get(
-            "out_of_scope", 0)
+        done = sum(st.get(outcome.value, 0) for outcome in FINAL)
         errors = st.get("failed", 0) + sum(v for k, v in st.items() if k.startswith("err:"))
         assert self.task is not None
         extra: dict[str, Any] = {}

@@ -24,6 +24,7 @@ from celery import Celery
 
 from frontier.config import CrawlConfig
 from frontier.frontier import Completion, Frontier, Lease, ip_token
+from frontier.outcomes import Outcome
 from workers.dns import CachingResolver, DNSError
 from workers.messages import FetchOrder
 
@@ -199,7 +200,7 @@ class Scheduler:
         try:
             pipe = self.frontier.pipeline()
             self.frontier.queue_complete(pipe, [
-                Completion(lease, now, "unsent", requeue=lease.entry, at_head=True)
+                Completion(lease, now, Outcome.UNSENT, requeue=lease.entry, at_head=True)
                 for lease, _ in unsent])
             self.frontier.queue_ip_release(
                 pipe, [(ip, ip_token(lease), now) for lease, ip in unsent if ip])
@@ -224,7 +225,7 @@ class Scheduler:
         for lease, ip in zip(leases, ips, strict=True):
             wait = wait_of.get(id(lease), 0.0)
             if wait > 0:
-                deferred.append(Completion(lease, now + wait, "deferred", requeue=lease.entry,
+                deferred.append(Completion(lease, now + wait, Outcome.DEFERRED, requeue=lease.entry,
                                            at_head=True))
                 self._requeued(lease, now + wait)
             else:
