@@ -120,9 +120,11 @@ def is_cluster_url(url: str) -> bool:
     return url.startswith(tuple(CLUSTER_SCHEMES))
 
 
-def client_from_url(url: str, **kw: Any) -> redis.Redis:
+def client_from_url(url: str, max_connections: int | None = None, **kw: Any) -> redis.Redis:
     """A fail-fast client for ``url`` (``state_options`` plus ``kw``); raises ValueError for an
-    unknown scheme."""
+    unknown scheme. ``max_connections`` (one server only): at most that many connections, a
+    caller waits for a free one (a worker's thousand fetcher threads must not open a thousand
+    connections)."""
     for scheme, plain in CLUSTER_SCHEMES.items():
         if url.startswith(scheme):
             base = SSLConnection if plain == "rediss://" else Connection
@@ -134,7 +136,13 @@ def client_from_url(url: str, **kw: Any) -> redis.Redis:
     if url.startswith("unix://"):  # no TCP socket: keepalive options do not apply
         opts.pop("socket_keepalive", None)
         opts.pop("socket_keepalive_options", None)
-    client = redis.Redis.from_url(url, **opts)
+    if max_connections:
+        blocking = redis.BlockingConnectionPool.from_url(url, max_connections=max_connections,
+                                                         **opts)
+        client = redis.Redis(connection_pool=blocking)
+        client.auto_close_connection_pool = True
+    else:
+        client = redis.Redis.from_url(url, **opts)
     pool = client.connection_pool
     pool.connection_class = fast_packing(pool.connection_class)
     return client

@@ -38,6 +38,10 @@ from workers.useragent import user_agent
 log = logging.getLogger(__name__)
 V = TypeVar("V")
 
+#: Redis connections of a worker process, shared by its fetcher threads (robots.txt and
+#: soft-404 caches), the completer and the lease keeper.
+WORKER_REDIS_CONNECTIONS = 64
+
 E_NO_CRAWL = (
     "No crawl named {ns!r} in Redis at {url}: start one with 'trawl crawl' (or 'trawl demo') "
     "first, or pass the right --namespace."
@@ -149,7 +153,8 @@ class SeenMemo:
 class WorkerContext:
     def __init__(self, redis_url: str, namespace: str) -> None:
         self.redis_url = redis_url
-        self.client = client_from_url(redis_url, health_check_interval=30)
+        self.client = client_from_url(redis_url, health_check_interval=30,
+                                      max_connections=WORKER_REDIS_CONNECTIONS)
         self.config = load_config(self.client, namespace, redis_url)
         cfg = self.config
         self.frontier = Frontier(self.client, cfg)
