@@ -35,7 +35,9 @@ from workers.pipeline import LeaseResult, finish_pending, run_lease
 log = logging.getLogger(__name__)
 
 #: Pages finished within this long of the first one are written back together.
-LINGER_S = 0.025
+LINGER_S = 0.05
+#: Threads writing finished pages back (each waits on Redis round trips most of its time).
+COMPLETERS = 2
 #: A write-back batch holds at most this many pages.
 FLUSH_BATCH = 32
 #: How often the engine's figures are published for ``trawl status`` and the progress bar.
@@ -87,11 +89,13 @@ class FetchEngine:
         self._cpu_mark = (time.monotonic(), _cpu_s())
         self.renewals = 0
         self.stale_renewals = 0
-        self._completer = threading.Thread(target=self._complete_loop, name="trawl-completer",
-                                           daemon=True)
+        self._completers = [threading.Thread(target=self._complete_loop, daemon=True,
+                                             name=f"trawl-completer-{i}")
+                            for i in range(COMPLETERS)]
         self._keeper = threading.Thread(target=self._keep_loop, name="trawl-lease-keeper",
                                         daemon=True)
-        self._completer.start()
+        for thread in self._completers:
+            thread.start()
         self._keeper.start()
 
     # -- hand-over -----------------------------------------------------------------------
@@ -244,7 +248,8 @@ class FetchEngine:
         deadline = time.monotonic() + timeout_s
         while self._jobs and time.monotonic() < deadline:
             time.sleep(0.05)
-        self._completer.join(max(0.1, deadline - time.monotonic()))
+        for thread in self._completers:
+            thread.join(max(0.1, deadline - time.monotonic()))
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._jobs:
             log.warning("%d fetches unfinished at shutdown: their leases expire and the URLs "
