@@ -38,12 +38,6 @@ from workers.useragent import user_agent
 log = logging.getLogger(__name__)
 V = TypeVar("V")
 
-#: Fetcher threads of a process that may store and parse a page at once. The others wait
-#: blocked (not contending for the GIL), so a thousand threads in flight do not starve the
-#: process's scheduler, completer and Celery threads (bench/run --quick: without this gate
-#: Trawl used 20 of 43 available CPU-seconds and fell to 192 pages/CPU-s).
-CPU_THREADS = 2
-
 #: Redis connections of a worker process, shared by its fetcher threads (robots.txt and
 #: soft-404 caches), the completer and the lease keeper.
 WORKER_REDIS_CONNECTIONS = 64
@@ -190,7 +184,6 @@ class WorkerContext:
             # each every few seconds) so keep-alive survives between their fetches.
             pool_maxsize=2, pool_connections=max(1000, 4 * cfg.fetch_concurrency),
         )
-        self.cpu_gate = threading.BoundedSemaphore(CPU_THREADS)
         self.robots = robots_cache(self.frontier)
         self.soft404 = soft404_cache(self.frontier)
         self.dedup = DedupService(self.client, cfg.namespace,

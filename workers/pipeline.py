@@ -161,8 +161,7 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
         return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
-    with ctx.cpu_gate:
-        return _fetched(ctx, lease, res, end + delay, probe)
+    return _fetched(ctx, lease, res, end + delay, probe)
 
 
 def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
