@@ -7,7 +7,7 @@ threads/processes), wall is ``time.perf_counter``. Each client first fetches eve
 round is reported. Run::
 
     .venv/bin/python bench/fetch_cost.py [--pages 1500] [--rounds 3]
-        [--fetch-module /tmp/fetch_old.py]   # time another workers/fetch.py (e.g. HEAD's)
+        [--fetch-module /tmp/fetch_old]   # time another workers/fetch/ (or an old fetch.py)
 """
 
 from __future__ import annotations
@@ -34,7 +34,15 @@ def load_fetch_module(path: str | None) -> ModuleType:
         import workers.fetch
 
         return workers.fetch
-    spec = importlib.util.spec_from_file_location("trawl_fetch_under_test", path)
+    # A package directory (workers/fetch/ since the split; relative imports inside) or a
+    # single-file module (workers/fetch.py before it, e.g. `git show <rev>:workers/fetch.py`).
+    pkg = Path(path)
+    if pkg.is_dir():
+        spec = importlib.util.spec_from_file_location(
+            "trawl_fetch_under_test", pkg / "__init__.py",
+            submodule_search_locations=[str(pkg)])
+    else:
+        spec = importlib.util.spec_from_file_location("trawl_fetch_under_test", path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses resolve annotations through sys.modules
@@ -68,7 +76,7 @@ def main() -> None:
     ap.add_argument("--pages", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fetch-module", default=None,
-                    help="path of a workers/fetch.py to time instead of the installed one")
+                    help="a workers/fetch/ package dir (or single-file fetch.py) to time instead")
     args = ap.parse_args()
     fetch_mod = load_fetch_module(args.fetch_module)
 

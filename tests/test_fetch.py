@@ -18,11 +18,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import certifi
 import pytest
 import requests
+import trustme
 import urllib3.util
 
-import workers.fetch as fetch_mod
+import workers.fetch.prepare as fetch_mod
 from workers.dns import CachingResolver
 from workers.fetch import ROBOTS_MAX_BYTES, Fetcher
 from workers.useragent import user_agent
@@ -538,6 +540,76 @@ def test_https_sni_and_cert_use_host_name(tls_server: tuple[Server, Path]) -> No
     r = f.fetch(f"https://b.sandbox.test:{s.port}/echo")
     assert r.error == "tls_error", (r.error, r.error_detail)
     f.close()
+
+
+# --- extra_ca: a private CA trusted in addition to certifi's bundle ------------------------
+@pytest.fixture(scope="module")
+def private_ca_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    """An HTTPS server on 127.0.0.2 whose certificate (foo.sandbox.test) a throwaway CA signed."""
+    ca = trustme.CA()
+    ca_pem = tmp_path_factory.mktemp("private-ca") / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    s = Server("127.0.0.2")
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("foo.sandbox.test").configure_cert(ctx)
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+    yield s, ca_pem
+    s.shutdown()
+    s.server_close()
+
+
+def _certifi_ca_count() -> int:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cafile=certifi.where())
+    return ctx.cert_store_stats()["x509_ca"]
+
+
+def test_extra_ca_trusted_in_addition_to_certifi(
+    private_ca_server: tuple[Server, Path],
+) -> None:
+    s, ca_pem = private_ca_server
+    url = f"https://foo.sandbox.test:{s.port}/echo"
+    plain = make_fetcher()  # certifi only: the private CA is unknown
+    r = plain.fetch(url)
+    assert r.error == "tls_error", (r.error, r.error_detail)
+    plain.close()
+
+    f = make_fetcher(extra_ca=str(ca_pem))
+    r = f.fetch(url)
+    assert r.ok, (r.error, r.error_detail)
+    assert json.loads(r.body)["local"] == "127.0.0.2"
+    # one shared context: every certifi root plus the one extra CA, verifying host names
+    ctx = f._pm.connection_pool_kw["ssl_context"]
+    assert ctx.cert_store_stats()["x509_ca"] == _certifi_ca_count() + 1
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    # the CA is trusted, but only for the names it certified
+    r = f.fetch(f"https://b.sandbox.test:{s.port}/echo")
+    assert r.error == "tls_error", (r.error, r.error_detail)
+    f.close()
+
+
+def test_extra_ca_never_disables_verification(private_ca_server: tuple[Server, Path]) -> None:
+    _, ca_pem = private_ca_server
+    with pytest.raises(ValueError):
+        make_fetcher(extra_ca=str(ca_pem), verify=False)
+    with pytest.raises(OSError):  # a CA asked for and not found fails at construction
+        make_fetcher(extra_ca=str(ca_pem.parent / "missing.pem"))
+
+
+def test_pool_connections_bounds_kept_pools(srv1: Server, srv2: Server) -> None:
+    """Pools are per host; only ``pool_connections`` of them (LRU) keep their connection."""
+    hosts = [("a.sandbox.test", srv1), ("b.sandbox.test", srv2), ("bar.sandbox.test", srv1)]
+
+    def conns_for_a(pool_connections: int) -> int:
+        f = make_fetcher(pool_connections=pool_connections, pool_maxsize=1)
+        before = len(srv1.log)
+        for host, srv in [*hosts, hosts[0]]:
+            assert f.fetch(f"http://{host}:{srv.port}/echo").ok
+        f.close()
+        return len({peer for h, _, peer in srv1.log[before:] if h and h.startswith("a.")})
+
+    assert conns_for_a(3) == 1  # a's pool kept: its keep-alive connection reused
+    assert conns_for_a(2) == 2  # a's pool evicted by the third host: a new connection
 
 
 # --- behaviours kept from the requests-based fetcher ----------------------------------------

@@ -183,6 +183,7 @@ class WorkerContext:
             # pools of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
             # each every few seconds) so keep-alive survives between their fetches.
             pool_maxsize=2, pool_connections=max(1000, 4 * cfg.fetch_concurrency),
+            extra_ca=cfg.ca_bundle or None,
         )
         self.robots = robots_cache(self.frontier)
         self.soft404 = soft404_cache(self.frontier)

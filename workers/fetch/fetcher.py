@@ -1,0 +1,281 @@
+"""The :class:`Fetcher`: one GET, bounded in size and time, to a pre-resolved, checked IP."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urljoin
+
+from urllib3.util.retry import Retry
+from urllib3.util.timeout import Timeout
+
+from frontier.memo import BoundedMemo
+from workers.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
+
+from .classify import _classify
+from .deadline import _WATCHDOG, _current
+from .pinned import _PinnedPoolManager
+from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error
+from .response import _HTTP_VERSIONS, _discard, _drain, _media_type, _read_body
+from .result import (
+    DEFAULT_ALLOWED_CONTENT_TYPES,
+    ROBOTS_MAX_BYTES,
+    ROBOTS_MAX_REDIRECTS,
+    FetchResult,
+)
+from .tls import pool_tls_kwargs
+
+#: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
+#: MaxRetryError(reason=...), read errors raise as they are; nothing is ever retried.
+_NO_RETRIES = Retry(0, read=False)
+_REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
+
+
+class Fetcher:
+    """GETs URLs over pooled keep-alive connections to pre-resolved, checked IPs.
+
+    ``max_bytes`` caps the *decoded* body. Decompression bombs: urllib3 (>= 2.6) inflates at
+    most the amount asked for per read and we ask in 64 KiB steps up to the cap, so memory and
+    CPU stay O(max_bytes) whatever the compression ratio (a 10 GB bomb costs what 10 MiB of
+    page costs, then fails as "too_large"). ``verify`` is True (certifi's CA bundle, as
+    requests used), False or a CA bundle file or directory; ``extra_ca`` is a PEM file of CAs
+    trusted in addition to it (see :mod:`workers.fetch.tls`). Responses without Content-Type
+    are downloaded (the parser sniffs); set ``allow_missing_content_type=False`` to skip them.
+
+    Pools: one per (scheme, host, port, IP), at most ``pool_connections`` of them kept (least
+    recently used evicted and closed), each keeping at most ``pool_maxsize`` idle keep-alive
+    connections. The crawl sends one request per host at a time, so 1-2 per host is enough
+    and ``pool_connections`` should cover the hosts in rotation (several times the fetches in
+    flight); the caller sizes it. A fetch never waits for a pool slot (``block=False``).
+    """
+
+    def __init__(
+        self,
+        resolver: Resolver,
+        user_agent: str,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 15.0,
+        total_timeout_s: float = 30.0,
+        max_bytes: int = 10 * 1024 * 1024,
+        allowed_content_types: Iterable[str] = DEFAULT_ALLOWED_CONTENT_TYPES,
+        allow_private: bool = False,
+        pool_maxsize: int = 2,
+        pool_connections: int = 1000,
+        verify: bool | str = True,
+        allow_missing_content_type: bool = True,
+        accept: str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
+        extra_ca: str | None = None,
+    ) -> None:
+        self.resolver = resolver
+        self.user_agent = user_agent
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.total_timeout_s = total_timeout_s
+        self.max_bytes = max_bytes
+        types = [t.strip().lower() for t in allowed_content_types]
+        self._types_exact = frozenset(t for t in types if not t.endswith("/*"))
+        self._types_prefix = tuple(t[:-1] for t in types if t.endswith("/*"))
+        self.allow_private = allow_private
+        self.verify = verify
+        self.allow_missing_content_type = allow_missing_content_type
+        self.accept = accept
+        #: is_forbidden_ip verdicts per IP string (a pure function of it and allow_private)
+        self._forbidden: BoundedMemo[str, bool] = BoundedMemo(65_536)
+        self._timeout = Timeout(connect=connect_timeout_s, read=read_timeout_s)
+        self.extra_ca = extra_ca
+        tls, self._ca_path = pool_tls_kwargs(verify, extra_ca)
+        self._pm = _PinnedPoolManager(
+            num_pools=pool_connections, maxsize=pool_maxsize, block=False, **tls
+        )
+
+    def close(self) -> None:
+        """Close all pooled connections (the Fetcher stays usable; pools refill on demand)."""
+        self._pm.clear()
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def content_type_allowed(self, media_type: str | None) -> bool:
+        if media_type is None:
+            return self.allow_missing_content_type
+        return media_type in self._types_exact or media_type.startswith(self._types_prefix)
+
+    # -- public API ------------------------------------------------------------------------
+    def fetch(
+        self,
+        url: str,
+        ip: str | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> FetchResult:
+        """GET ``url`` (connecting to ``ip``, else the resolver's answer); never raises.
+
+        Redirects are not followed: a 3xx comes back with ``location`` set.
+        """
+        return self._fetch(url, ip, extra_headers, self.max_bytes, filter_types=True,
+                           truncation_is_error=True)
+
+    def fetch_robots(self, url: str, ip: str | None = None,
+                     hop_delay_s: float = 0.0) -> FetchResult:
+        """GET a robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2).
+
+        The body is capped at :data:`ROBOTS_MAX_BYTES`; the cap truncates (``truncated``)
+        without setting ``error``. Any media type is accepted. ``ip`` applies to the original
+        URL's host only; redirect targets are resolved (and checked) anew. ``elapsed_s`` and
+        ``started_at`` cover all hops; ``redirects`` lists the URLs that redirected.
+        ``hop_delay_s`` is slept before each redirect hop, so following a redirect keeps the
+        host's politeness delay.
+        """
+        first_host = _hostname(url)
+        chain: list[str] = []
+        started = time.time()
+        elapsed = 0.0
+        current = url
+        while True:
+            hop_ip = ip if _hostname(current) == first_host else None
+            res = self._fetch(current, hop_ip, None, ROBOTS_MAX_BYTES, filter_types=False,
+                              truncation_is_error=False)
+            elapsed += res.elapsed_s
+            if not res.is_redirect or res.error is not None:
+                break
+            assert res.location is not None
+            if len(chain) >= ROBOTS_MAX_REDIRECTS:
+                res.error = "too_many_redirects"
+                res.error_detail = f"more than {ROBOTS_MAX_REDIRECTS} redirects"
+                break
+            chain.append(current)
+            current = urljoin(current, res.location.strip())
+            if hop_delay_s > 0:
+                time.sleep(hop_delay_s)
+        res.redirects = chain
+        res.started_at = started
+        res.elapsed_s = elapsed
+        return res
+
+    # -- internals -------------------------------------------------------------------------
+    def _fetch(
+        self,
+        url: str,
+        ip: str | None,
+        extra_headers: Mapping[str, str] | None,
+        max_bytes: int,
+        *,
+        filter_types: bool,
+        truncation_is_error: bool,
+    ) -> FetchResult:
+        res = FetchResult(url=url, started_at=time.time())
+        try:
+            target = _prepare_url(url)
+        except Exception as e:
+            res.error, res.error_detail = "invalid_url", str(e)
+            return res
+        host = target.host.strip("[]")
+
+        if ip is None:
+            try:
+                ip = self.resolver.resolve(host)
+            except ForbiddenAddressError as e:
+                res.error, res.error_detail = "forbidden_ip", str(e)
+                return res
+            except DNSError as e:
+                res.error, res.error_detail = "dns", f"{e.kind}: {e}"
+                return res
+            except Exception as e:  # a broken resolver must not break the no-raise contract
+                res.error, res.error_detail = "dns", repr(e)
+                return res
+        res.ip = ip
+        forbidden = self._forbidden.get(ip)
+        if forbidden is None:
+            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
+        if forbidden:
+            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
+            return res
+
+        https = target.scheme == "https"
+        default_port = 443 if https else 80
+        port = target.port
+        host_header = target.host if port in (None, default_port) else f"{target.host}:{port}"
+        headers: dict[str, str] = {
+            "Host": host_header,
+            "User-Agent": self.user_agent,
+            "Accept": self.accept,
+            "Accept-Encoding": "gzip, deflate",
+            "Connection": "keep-alive",
+        }
+        if extra_headers:
+            headers = _merge_headers(headers, extra_headers)
+        res.request_headers = list(headers.items())
+
+        deadline = _WATCHDOG.arm(self.total_timeout_s)
+        _current.deadline = deadline
+        t0 = time.monotonic()
+        resp: Any = None
+        try:
+            if https and self._ca_path is not None and not os.path.exists(self._ca_path):
+                raise OSError(  # what requests' cert_verify raised
+                    f"Could not find a suitable TLS CA certificate bundle, "
+                    f"invalid path: {self._ca_path}"
+                )
+            pool = self._pm.pool_for(
+                target.scheme, host.lower(), port or default_port, ip
+            )
+            resp = pool.urlopen(
+                "GET", target.path, body=None, headers=headers, retries=_NO_RETRIES,
+                redirect=False, assert_same_host=False, timeout=self._timeout,
+                pool_timeout=None, release_conn=False, chunked=False,
+                preload_content=False, decode_content=False,
+            )
+            status: int = resp.status
+            rheaders = resp.headers
+            location = rheaders.get("Location")
+            if location and status in _REDIRECT_STATUSES:
+                err = _redirect_location_error(location)
+                if err is not None:
+                    raise err
+            res.status = status
+            res.reason = resp.reason or ""
+            res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
+            # raw_items: as items() for http.client's latin-1 headers, without the per-value
+            # policy pass; duplicates and order as sent
+            msg = resp._original_response.msg
+            res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
+            res.content_type = _media_type(rheaders.get("Content-Type"))
+            if 300 <= status < 400:
+                res.location = location
+            elif filter_types and not self.content_type_allowed(res.content_type):
+                res.error = "content_type_skipped"
+                res.error_detail = f"content type {res.content_type!r} not allowed"
+                _discard(resp)  # drop the connection rather than download the body
+                return res
+            if location and status in _REDIRECT_STATUSES:
+                # requests consumed and dropped a redirect's body (body b""); we do the same,
+                # but undecoded and only up to the cap, else drop the connection.
+                _drain(resp, max_bytes)
+            else:
+                _read_body(resp, res, max_bytes, deadline, truncation_is_error,
+                           self.total_timeout_s)
+            if deadline.fired and res.error is None:
+                # The watchdog shut the socket: http.client may take that EOF for the end of
+                # the headers or body, so the response looks complete but is not.
+                res.error = "timeout"
+                res.error_detail = f"total timeout {self.total_timeout_s}s"
+                res.truncated = True
+        except Exception as e:
+            res.error = "timeout" if deadline.fired else _classify(e)
+            res.error_detail = (
+                f"total timeout {self.total_timeout_s}s" if deadline.fired
+                else f"{type(e).__name__}: {e}"[:500]
+            )
+            if res.status is not None:
+                res.truncated = True
+        finally:
+            _WATCHDOG.disarm(deadline)
+            _current.deadline = None
+            res.elapsed_s = time.monotonic() - t0
+            if resp is not None and (res.error is not None or res.truncated):
+                _discard(resp)
+        return res

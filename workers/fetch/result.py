@@ -1,0 +1,81 @@
+"""What a fetch returns (:class:`FetchResult`) and the vocabulary of its ``error`` field.
+
+Kept apart from the fetcher so storage, parsing and the WARC writer can import the result type
+without pulling in urllib3's connection machinery.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Media types whose bodies are downloaded by :meth:`Fetcher.fetch` (``"type/*"`` allowed).
+DEFAULT_ALLOWED_CONTENT_TYPES: tuple[str, ...] = (
+    "text/html",
+    "application/xhtml+xml",
+    "text/plain",
+    "application/xml",
+    "text/xml",
+    "application/rss+xml",
+    "application/atom+xml",
+)
+
+#: robots.txt parsers read at most 500 KiB (RFC 9309 §2.5); a little more shows truncation.
+ROBOTS_MAX_BYTES = 500 * 1024 + 4096
+ROBOTS_MAX_REDIRECTS = 5
+
+#: Values of ``FetchResult.error``.
+ERROR_CLASSES: dict[str, str] = {
+    "invalid_url": "URL is not absolute http(s) or cannot be parsed; nothing sent",
+    "dns": "host name did not resolve (resolver raised DNSError)",
+    "forbidden_ip": "address is private/loopback/... and allow_private is off; nothing sent",
+    "connect_error": "TCP connection refused / unreachable",
+    "timeout": "connect, read (no byte for read_timeout_s) or total wall-time timeout",
+    "tls_error": "TLS handshake or certificate verification failed",
+    "connection_reset": "peer closed or reset the connection before the response was complete",
+    "invalid_response": "not parseable as HTTP/1.x (bad status line, header, chunk framing)",
+    "decoding_error": "Content-Encoding could not be decoded",
+    "too_large": "decoded body exceeded max_bytes; body kept up to the cap, truncated=True",
+    "content_type_skipped": "media type not in the allow list; body not downloaded",
+    "too_many_redirects": "fetch_robots: still a redirect after 5 hops",
+    "fetch_error": "any other failure (see error_detail)",
+}
+
+
+@dataclass
+class FetchResult:
+    """Outcome of one fetch: everything the parser, the frontier and the WARC writer need."""
+
+    url: str
+    ip: str | None = None
+    status: int | None = None
+    reason: str = ""
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    content_type: str | None = None
+    location: str | None = None
+    elapsed_s: float = 0.0
+    error: str | None = None
+    error_detail: str | None = None
+    truncated: bool = False
+    request_headers: list[tuple[str, str]] = field(default_factory=list)
+    http_version: str = "HTTP/1.1"
+    started_at: float = 0.0
+    #: ``fetch_robots`` only: the URLs that redirected, in order (``url`` is the last hop).
+    redirects: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx response read completely (or truncated without an error, as robots.txt)."""
+        return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    @property
+    def is_redirect(self) -> bool:
+        return self.status in (301, 302, 303, 307, 308) and self.location is not None
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        """First value of response header ``name`` (case-insensitive)."""
+        lname = name.lower()
+        for k, v in self.headers:
+            if k.lower() == lname:
+                return v
+        return default
