@@ -26,6 +26,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     d = SandboxConfig()
     p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     p.add_argument("--seed", type=int, default=d.seed)
+    g = p.add_argument_group("internet-like latency model (sandbox/latency.py)")
+    g.add_argument("--internet", action="store_true", help="the preset: --latency, defaults")
+    g.add_argument("--latency", action="store_true", help="answer after the model's delays")
+    g.add_argument("--latency-median", type=float, default=d.latency_median_s,
+                   dest="latency_median_s")
+    g.add_argument("--latency-shape", type=float, default=d.latency_shape, dest="latency_shape")
+    g.add_argument("--slow-host-share", type=float, default=d.slow_host_share)
+    g.add_argument("--fail-share", type=float, default=d.fail_share)
+    g.add_argument("--keepalive-idle", type=float, default=d.keepalive_idle_s,
+                   dest="keepalive_idle_s")
+    g.add_argument("--trickle-share", type=float, default=d.trickle_share)
     p.add_argument("--hosts", type=int, default=d.hosts)
     p.add_argument("--pages-per-host", type=int, default=d.pages_per_host)
     p.add_argument("--ips", type=int, default=d.ips)
@@ -52,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.no_serve and not (a.pagerank_out and a.port):
         p.error("--no-serve needs --pagerank-out and a --port other than 0")
+    if a.internet:
+        a.latency = True
     if not a.no_serve and not a.log:
         p.error("the following arguments are required: --log")
     return a
@@ -61,7 +74,10 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
     return SandboxConfig(seed=a.seed, hosts=a.hosts, pages_per_host=a.pages_per_host, ips=a.ips,
                          crawl_delay_s=a.crawl_delay_s, robots_slow_s=a.robots_slow_s,
                          slow_page_s=a.slow_page_s, hang_s=a.hang_s, duplicates=a.duplicates,
-                         traps=a.traps, domain=a.domain)
+                         traps=a.traps, domain=a.domain, latency=a.latency,
+                         latency_median_s=a.latency_median_s, latency_shape=a.latency_shape,
+                         slow_host_share=a.slow_host_share, fail_share=a.fail_share,
+                         keepalive_idle_s=a.keepalive_idle_s, trickle_share=a.trickle_share)
 
 
 def write_pagerank(site: SandboxSite, path: str) -> None:

@@ -34,6 +34,25 @@ class SandboxConfig:
     #: Serve spider-trap hosts (sandbox/traps.py), each linked from a few normal pages. Off:
     #: the web is byte-identical to the one without this option.
     traps: bool = False
+    #: The internet-like latency model (sandbox/latency.py); all fields below act only with it.
+    #: Off: the web answers at once, byte-identical and as fast as without these options.
+    latency: bool = False
+    #: Median and lognormal shape (sigma) of a response's server time.
+    latency_median_s: float = 0.15
+    latency_shape: float = 0.7
+    #: Share of hosts whose every response takes 1-3 s.
+    slow_host_share: float = 0.02
+    #: Share of requests whose connection is reset, or that hang for hang_s.
+    fail_share: float = 0.01
+    #: The server closes a kept-alive connection idle this long.
+    keepalive_idle_s: float = 5.0
+    #: Share of responses whose body is sent in 4 chunks, the server time spread between them.
+    trickle_share: float = 0.02
+
+    @classmethod
+    def internet(cls, **overrides: object) -> SandboxConfig:
+        """A web that answers like the internet: the latency model on, defaults as above."""
+        return cls(**{"latency": True, **overrides})  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.hosts < 12:
@@ -42,6 +61,12 @@ class SandboxConfig:
             raise ValueError(f"pages_per_host={self.pages_per_host}: need at least 20")
         if not 1 <= self.ips <= self.hosts:
             raise ValueError(f"ips={self.ips}: must be between 1 and hosts={self.hosts}")
+        for name in ("slow_host_share", "fail_share", "trickle_share"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)}: must be between 0 and 1")
+        if self.latency_median_s <= 0 or self.latency_shape < 0 or self.keepalive_idle_s <= 0:
+            raise ValueError("latency_median_s and keepalive_idle_s must be > 0, "
+                             "latency_shape >= 0")
         if self.ips > 250 * 250:
             raise ValueError(f"ips={self.ips}: at most 62500 loopback addresses are generated")
 

@@ -63,6 +63,12 @@ class SandboxWeb:
                 "--domain", c.domain,
                 *(["--duplicates"] if c.duplicates else []),
                 *(["--traps"] if c.traps else []),
+                *(["--latency", "--latency-median", str(c.latency_median_s),
+                   "--latency-shape", str(c.latency_shape),
+                   "--slow-host-share", str(c.slow_host_share),
+                   "--fail-share", str(c.fail_share), "--keepalive-idle",
+                   str(c.keepalive_idle_s), "--trickle-share", str(c.trickle_share)]
+                  if c.latency else []),
                 *(["--prerender"] if self._prerender else []),
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 

@@ -10,6 +10,7 @@ from email.utils import parsedate_to_datetime
 
 from aiohttp import web
 
+from .latency import Answer, Failure, LatencyModel
 from .pages import small_html
 from .requestlog import LogEntry, RequestLog
 from .site import Reply, SandboxSite
@@ -57,6 +58,30 @@ class SandboxServer:
         self.site = site
         self.log = log
         self._flaky_seen: set[tuple[str, str]] = set()
+        c = site.config
+        self.latency = LatencyModel(c.seed, c.latency_median_s, c.latency_shape,
+                                    c.slow_host_share, c.fail_share,
+                                    c.trickle_share) if c.latency else None
+        #: (host, path) -> requests so far: the n of the latency model's draws
+        self._asked: dict[tuple[str, str], int] = {}
+
+    async def _wait(self, request: web.BaseRequest, host: str, target: str) -> Answer | None:
+        """Sleep the latency model's server time; a failure resets the connection (raises
+        ConnectionResetError) or hangs for hang_s. None without a latency model."""
+        if self.latency is None:
+            return None
+        n = self._asked[(host, target)] = self._asked.get((host, target), 0) + 1
+        answer = self.latency.answer(host, target, n)
+        if answer.failure is Failure.RESET:
+            await asyncio.sleep(answer.delay_s / 2)
+            if request.transport is not None:
+                request.transport.abort()
+            raise ConnectionResetError("latency model: connection reset")
+        if answer.failure is Failure.HANG:
+            await asyncio.sleep(self.site.config.hang_s)
+        elif not answer.trickle_chunks:
+            await asyncio.sleep(answer.delay_s)
+        return answer
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = time.time()
@@ -67,6 +92,7 @@ class SandboxServer:
         sent = 0.0
         try:
             reply = self.site.respond(host, target)
+            answer = await self._wait(request, host, target)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             status, body = reply.status, reply.body
@@ -81,6 +107,18 @@ class SandboxServer:
                 if _not_modified(request, reply):
                     status, body = 304, b""
                     del headers["Content-Type"]
+            if answer is not None and answer.trickle_chunks and len(body) > 1:
+                stream = web.StreamResponse(status=status, headers=headers)
+                stream.content_length = len(body)
+                await stream.prepare(request)
+                sent = time.time()
+                step = -(-len(body) // answer.trickle_chunks)
+                for i in range(0, len(body), step):
+                    await asyncio.sleep(answer.delay_s / answer.trickle_chunks)
+                    await stream.write(body[i:i + step])
+                await stream.write_eof()
+                nbytes = len(body)
+                return stream
             resp = web.Response(status=status, body=body, headers=headers)
             await resp.prepare(request)
             sent = time.time()
@@ -102,7 +140,10 @@ async def serve(site: SandboxSite, log: RequestLog, socks: list[socket.socket],
                 stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
     """Serve until ``stop`` is set, then close, cancel in-flight requests and flush the log."""
     server = SandboxServer(site, log)
-    runner = web.ServerRunner(web.Server(server.handle, handler_cancellation=True),
+    # keepalive_timeout: the internet-like web closes connections idle keepalive_idle_s
+    # (aiohttp's own default, 75 s, otherwise).
+    extra = {"keepalive_timeout": site.config.keepalive_idle_s} if site.config.latency else {}
+    runner = web.ServerRunner(web.Server(server.handle, handler_cancellation=True, **extra),
                               shutdown_timeout=0.5, access_log=None)
     await runner.setup()
     for s in socks:

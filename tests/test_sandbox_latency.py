@@ -1,0 +1,108 @@
+"""The internet-like sandbox (sandbox/latency.py): a seeded latency model, and a server that
+keeps to it (delays, resets, hangs, trickled bodies, idle keep-alive connections closed)."""
+
+from __future__ import annotations
+
+import http.client
+import statistics
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from sandbox import SandboxConfig, SandboxWeb
+from sandbox.latency import Failure, LatencyModel
+
+WEB = SandboxConfig.internet(seed=3, hosts=12, pages_per_host=20, ips=4, hang_s=1.0,
+                             slow_host_share=0.0, fail_share=0.3, trickle_share=0.3,
+                             latency_median_s=0.1, keepalive_idle_s=0.5)
+
+
+def test_model_is_lognormal_around_its_median_and_deterministic() -> None:
+    model = LatencyModel(seed=1, median_s=0.15, shape=0.7, slow_host_share=0.0)
+    times = [model.server_time_s(f"h{i % 50}", f"/p{i}", 1) for i in range(4000)]
+    assert statistics.median(times) == pytest.approx(0.15, rel=0.08)
+    assert max(times) > 1.0  # a lognormal tail: some answers take over a second
+    spread = statistics.stdev(__import__("math").log(t) for t in times)
+    assert spread == pytest.approx(0.7, rel=0.08)
+    again = LatencyModel(seed=1, median_s=0.15, shape=0.7, slow_host_share=0.0)
+    other = LatencyModel(seed=2, median_s=0.15, shape=0.7, slow_host_share=0.0)
+    assert [again.answer("h1", "/x", n) for n in range(20)] == \
+        [model.answer("h1", "/x", n) for n in range(20)]
+    assert [other.answer("h1", "/x", n) for n in range(20)] != \
+        [model.answer("h1", "/x", n) for n in range(20)]
+
+
+def test_model_shares_of_slow_hosts_and_failures() -> None:
+    model = LatencyModel(seed=4, slow_host_share=0.1, fail_share=0.05, trickle_share=0.2)
+    slow = [h for h in (f"host{i}" for i in range(3000)) if model.slow_host(h)]
+    assert len(slow) / 3000 == pytest.approx(0.1, abs=0.02)
+    assert all(1.0 <= model.server_time_s(h, "/", 1) <= 3.0 for h in slow[:50])
+    answers = [model.answer(f"h{i % 100}", f"/{i}", 1) for i in range(5000)]
+    failed = [a.failure for a in answers if a.failure]
+    assert len(failed) / 5000 == pytest.approx(0.05, abs=0.01)
+    assert {Failure.RESET, Failure.HANG} == set(failed)
+    assert sum(1 for a in answers if a.trickle_chunks) / 5000 == pytest.approx(0.2, abs=0.03)
+
+
+@pytest.fixture(scope="module")
+def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
+    with SandboxWeb(WEB, tmp_path_factory.mktemp("latency") / "requests.log") as web:
+        yield web
+
+
+def _get(web: SandboxWeb, url: str, conn: http.client.HTTPConnection | None = None
+         ) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    conn = conn or http.client.HTTPConnection(web.resolver_map[host], web.port, timeout=5)
+    conn.request("GET", parts.path or "/", headers={"Host": f"{host}:{web.port}"})
+    resp = conn.getresponse()
+    return resp.status, resp.read()
+
+
+def test_server_answers_as_the_model_says(web: SandboxWeb) -> None:
+    model = LatencyModel(WEB.seed, WEB.latency_median_s, WEB.latency_shape,
+                         WEB.slow_host_share, WEB.fail_share, WEB.trickle_share)
+    seen = {"ok": 0, "reset": 0, "hang": 0, "trickle": 0}
+    for url in web.site.seeds()[:3] + web.site.page_urls()[:27]:
+        host, path = urlsplit(url).hostname or "", urlsplit(url).path or "/"
+        answer = model.answer(host, path, 1)  # the first request of each URL
+        reply = web.site.respond(host, path)
+        if reply.delay_s or reply.first_status is not None:
+            continue  # the web's own slow or flaky pages, tested elsewhere
+        start = time.monotonic()
+        if answer.failure is Failure.RESET:
+            with pytest.raises((ConnectionError, http.client.HTTPException)):
+                _get(web, url)
+            seen["reset"] += 1
+            continue
+        status, body = _get(web, url)
+        took = time.monotonic() - start
+        assert status == reply.status and body
+        if answer.failure is Failure.HANG:
+            assert took >= WEB.hang_s
+            seen["hang"] += 1
+        else:
+            assert answer.delay_s - 0.01 <= took <= answer.delay_s + 0.5, (url, took, answer)
+            seen["trickle" if answer.trickle_chunks else "ok"] += 1
+    assert all(seen.values()), seen
+
+
+def test_idle_keepalive_connections_are_closed(web: SandboxWeb) -> None:
+    model = LatencyModel(WEB.seed, WEB.latency_median_s, WEB.latency_shape,
+                         WEB.slow_host_share, WEB.fail_share, WEB.trickle_share)
+
+    def calm(u: str) -> bool:
+        host, path = urlsplit(u).hostname or "", urlsplit(u).path or "/"
+        return all(model.answer(host, path, n).failure is None for n in (1, 2))
+
+    url = next(u for u in web.site.page_urls()[40:] if calm(u))
+    ip = web.resolver_map[urlsplit(url).hostname or ""]
+    conn = http.client.HTTPConnection(ip, web.port, timeout=5)
+    assert _get(web, url, conn)[0] == 200
+    sock = conn.sock
+    assert _get(web, url, conn)[0] == 200 and conn.sock is sock  # reused at once: kept alive
+    time.sleep(WEB.keepalive_idle_s + 0.5)
+    assert sock is not None and sock.recv(1) == b""  # idle too long: the server closed it
