@@ -28,7 +28,7 @@ from frontier.memo import BoundedMemo
 from frontier.redisclient import client_from_url
 from frontier.scope import Scope
 from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
-from workers.dns import CachingResolver
+from workers.dnspool import worker_resolver
 from workers.fetch import Fetcher
 from workers.robots import RobotsPolicy
 from workers.soft404 import Soft404Probe
@@ -170,8 +170,7 @@ class WorkerContext:
                      and not isinstance(self.client, RedisCluster) else None)
         #: Canonical URLs longer than this are invalid links (0 = the canonicalizer's cap).
         self.max_url_length = cfg.max_url_length or DEFAULT_MAX_LENGTH
-        self.resolver = CachingResolver(ttl_s=cfg.dns_ttl_s, static=cfg.static_hosts,
-                                        allow_private=cfg.allow_private_ips)
+        self.resolver = worker_resolver(cfg)
         self.user_agent = user_agent(cfg.user_agent_contact)
         self.fetcher = Fetcher(
             self.resolver, self.user_agent,

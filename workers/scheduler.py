@@ -25,7 +25,7 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.frontier import Completion, Frontier, Lease, ip_token
 from frontier.outcomes import Outcome
-from workers.dns import CachingResolver, DNSError
+from workers.dnspool import Pending, ResolverPool, worker_resolver
 from workers.messages import FetchOrder
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,11 @@ def _summary(batch: list[list[object]]) -> str:
     return f"[{len(batch)} URLs: {' '.join(urls)}{more}]"
 
 
+def _name(host: str) -> str:
+    """The host name of a ``host[:port]`` (an IPv6 literal keeps its brackets)."""
+    return host.rsplit(":", 1)[0] if not host.endswith("]") else host
+
+
 class Scheduler:
     def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery) -> None:
         self.client = client
@@ -61,8 +66,10 @@ class Scheduler:
         self.frontier = Frontier(client, config)
         self.app = app
         self.queue = self.frontier.keys.task_queue
-        self.resolver = CachingResolver(ttl_s=config.dns_ttl_s, static=config.static_hosts,
-                                        allow_private=config.allow_private_ips)
+        self.resolver = worker_resolver(config)
+        self.dns = ResolverPool(self.resolver, config.dns_timeout_s)
+        #: leases whose host is being looked up: they go out when the lookup ends
+        self._dns_waiting: list[tuple[Lease, Pending]] = []
         self._last_reap = 0.0
         #: partition -> earliest time one of its hosts is due, as far as we know (inf: none)
         self._due: dict[int, float] = {}
@@ -93,6 +100,8 @@ class Scheduler:
         now = time.time()
         if self._held and now - self._held_since >= LINGER_S:
             self.flush()
+        if self._dns_waiting:
+            self._dispatch_resolved(now)
         if owners is None:
             owners = dict.fromkeys(range(self.frontier.partitions), "")
         if not owners:
@@ -135,8 +144,8 @@ class Scheduler:
                                         {p: owners[p] for p in more})
         if not leases:
             return StepResult(0, self._earliest(parts))
-        ips = [self._ip(lease) for lease in leases]
-        fresh = self._gate(leases, ips, now)
+        leases, ips = self._resolve(leases)
+        fresh = self._gate(leases, ips, now) if leases else []
         self._inflight += len(leases)
         granted, held = self._held + fresh, len(self._held)
         self._held = []
@@ -208,12 +217,47 @@ class Scheduler:
         except redis.RedisError as exc:
             log.warning("could not return %d unsent leases (they expire): %s", len(unsent), exc)
 
-    def _ip(self, lease: Lease) -> str | None:
-        name = lease.host.rsplit(":", 1)[0] if not lease.host.endswith("]") else lease.host
-        try:
-            return self.resolver.resolve(name)
-        except DNSError:
-            return None  # the worker resolves again and records the failure
+    @property
+    def dns_waiting(self) -> int:
+        """Leases waiting for their host's name lookup."""
+        return len(self._dns_waiting)
+
+    def _resolve(self, leases: list[Lease]) -> tuple[list[Lease], list[str | None]]:
+        """The leases whose host's IP is known now (or whose lookup failed: the worker tries
+        again and records the failure), with their IPs; the others wait for their lookup
+        without holding up these (workers/dnspool.py)."""
+        ready, ips = [], []
+        for lease in leases:
+            answer = self.dns.lookup_nowait(_name(lease.host))
+            if isinstance(answer, Pending):
+                self._dns_waiting.append((lease, answer))
+            else:
+                ready.append(lease)
+                ips.append(answer if isinstance(answer, str) else None)
+        return ready, ips
+
+    def _dispatch_resolved(self, now: float) -> None:
+        """Send the waiting leases whose lookup ended, through the per-IP gate."""
+        ready, ips, still = [], [], []
+        for lease, pending in self._dns_waiting:
+            answer = self.dns.result(pending)
+            if answer is None:
+                still.append((lease, pending))
+            else:
+                ready.append(lease)
+                ips.append(answer if isinstance(answer, str) else None)
+        self._dns_waiting = still
+        if ready:
+            granted = self._gate(ready, ips, now)
+            self._inflight += len(ready)
+            self._dispatch(granted)
+
+    def release_waiting(self) -> int:
+        """Give the leases still waiting for DNS back to their queues (the scheduler stops)."""
+        waiting, self._dns_waiting = self._dns_waiting, []
+        if waiting:
+            self._give_back([(lease, None) for lease, _ in waiting], time.time())
+        return len(waiting)
 
     def _gate(self, leases: list[Lease], ips: list[str | None],
               now: float) -> list[tuple[Lease, str | None]]:
@@ -253,7 +297,9 @@ class Scheduler:
                 wait = idle_sleep_s
                 if result.earliest is not None:
                     wait = min(max(result.earliest - time.time(), 0.002), idle_sleep_s)
-                time.sleep(min(wait, 0.02) if self._inflight or self._held else wait)
+                time.sleep(min(wait, 0.02) if self._inflight or self._held or self._dns_waiting
+                           else wait)
         finally:
             if self._held:
                 self.flush()
+            self.release_waiting()
