@@ -6,7 +6,8 @@ Runs inside bench/.venv-peers (never Trawl's environment). Configured by one JSO
 
 CONFIG: mode ("scrapy" | "scrapy-redis"), seeds, resolver_map (host -> IP), allowed_domains,
 delay_s, concurrent_requests, user_agent, redis_url, redis_key, seed_redis (bool: this process
-pushes the seeds), idle_close_s, timeout_s, stats_path.
+pushes the seeds), idle_close_s, timeout_s, stats_path, broad (bool: Scrapy's broad-crawl
+settings, for the internet-like web).
 """
 
 from __future__ import annotations
@@ -86,6 +87,17 @@ def settings() -> dict:
         "CLOSESPIDER_TIMEOUT": CONFIG["timeout_s"],
         "REACTOR_THREADPOOL_MAXSIZE": 10,
     }
+    if CONFIG.get("broad"):
+        # docs.scrapy.org "Broad Crawls": a priority queue that spreads requests over the
+        # downloader slots (domains), breadth-first order, no cookies, a larger DNS thread pool
+        s.update({
+            "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.DownloaderAwarePriorityQueue",
+            "DEPTH_PRIORITY": 1,
+            "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+            "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+            "COOKIES_ENABLED": False,
+            "REACTOR_THREADPOOL_MAXSIZE": 20,
+        })
     if CONFIG["mode"] == "scrapy-redis":
         s.update({
             "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
