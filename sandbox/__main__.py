@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
+import shutil
 import signal
+import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,7 +31,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
     p.add_argument("--seed", type=int, default=d.seed)
     g = p.add_argument_group("internet-like latency model (sandbox/latency.py)")
-    g.add_argument("--internet", action="store_true", help="the preset: --latency, defaults")
+    g.add_argument("--internet", action="store_true",
+                   help="the preset (SandboxConfig.internet()): --latency, --https-share 0.5, "
+                        "--trickle-share 0.02 unless given")
     g.add_argument("--latency", action="store_true", help="answer after the model's delays")
     g.add_argument("--latency-median", type=float, default=d.latency_median_s,
                    dest="latency_median_s")
@@ -36,7 +42,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--fail-share", type=float, default=d.fail_share)
     g.add_argument("--keepalive-idle", type=float, default=d.keepalive_idle_s,
                    dest="keepalive_idle_s")
-    g.add_argument("--trickle-share", type=float, default=d.trickle_share)
+    g.add_argument("--trickle-share", type=float, default=None,
+                   help=f"default {d.trickle_share}, with --internet 0.02")
+    t = p.add_argument_group("HTTPS hosts (sandbox/tls.py)")
+    t.add_argument("--https-share", type=float, default=None,
+                   help=f"share of hosts on HTTPS (default {d.https_share}, with --internet 0.5)")
+    t.add_argument("--https-port", type=int, default=0, help="0: pick a free port")
+    t.add_argument("--tls-dir", help="where the CA (ca.pem) and host certificates go "
+                                     "(default: a temporary directory removed at exit)")
     p.add_argument("--hosts", type=int, default=d.hosts)
     p.add_argument("--pages-per-host", type=int, default=d.pages_per_host)
     p.add_argument("--ips", type=int, default=d.ips)
@@ -63,8 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = p.parse_args(argv)
     if a.no_serve and not (a.pagerank_out and a.port):
         p.error("--no-serve needs --pagerank-out and a --port other than 0")
+    preset = SandboxConfig.internet() if a.internet else d
     if a.internet:
         a.latency = True
+    if a.trickle_share is None:
+        a.trickle_share = preset.trickle_share
+    if a.https_share is None:
+        a.https_share = preset.https_share
     if not a.no_serve and not a.log:
         p.error("the following arguments are required: --log")
     return a
@@ -77,7 +95,8 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
                          traps=a.traps, domain=a.domain, latency=a.latency,
                          latency_median_s=a.latency_median_s, latency_shape=a.latency_shape,
                          slow_host_share=a.slow_host_share, fail_share=a.fail_share,
-                         keepalive_idle_s=a.keepalive_idle_s, trickle_share=a.trickle_share)
+                         keepalive_idle_s=a.keepalive_idle_s, trickle_share=a.trickle_share,
+                         https_share=a.https_share)
 
 
 def write_pagerank(site: SandboxSite, path: str) -> None:
@@ -90,9 +109,12 @@ def write_pagerank(site: SandboxSite, path: str) -> None:
 
 
 def ready_line(site: SandboxSite, args: argparse.Namespace,
-               prerendered: dict[str, float] | None = None) -> dict[str, object]:
+               prerendered: dict[str, float] | None = None,
+               ca_path: str | None = None) -> dict[str, object]:
     info: dict[str, object] = {"port": site.port, "resolver_map": site.resolver_map(),
                                "seeds": site.seeds(), "log": args.log}
+    if ca_path is not None:
+        info.update(https_port=site.https_port, ca_path=ca_path)
     rule = site.farm_rule()
     if rule is not None:
         info["traps"] = {"hosts": site.trap_hosts(), "domains": site.trap_domains(),
@@ -104,13 +126,40 @@ def ready_line(site: SandboxSite, args: argparse.Namespace,
     return info
 
 
+def _tls_dir(args: argparse.Namespace) -> tuple[str, bool]:
+    """(directory, made here: remove at exit). /dev/shm when there: writes cost less."""
+    if args.tls_dir:
+        return args.tls_dir, False
+    where = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return tempfile.mkdtemp(prefix="sandbox-tls-", dir=where), True
+
+
 async def amain(args: argparse.Namespace) -> None:
     config = config_from_args(args)
     probe = SandboxSite(config, 0)
     ips = sorted(set(probe.resolver_map().values()))
     socks = bind_all(ips, args.port)
     port = socks[0].getsockname()[1]
-    site = SandboxSite(config, port)
+    # HTTPS hosts: a second port, the same on every IP (SNI picks the certificate)
+    tls_socks = bind_all(ips, args.https_port) if probe.layout.https_hosts else []
+    https_port = tls_socks[0].getsockname()[1] if tls_socks else 0
+    site = SandboxSite(config, port, https_port)
+    tls_dir, remove_tls_dir = _tls_dir(args) if tls_socks else ("", False)
+    try:
+        await _serve(args, site, socks, tls_socks, tls_dir)
+    finally:
+        if remove_tls_dir:
+            shutil.rmtree(tls_dir, ignore_errors=True)
+
+
+async def _serve(args: argparse.Namespace, site: SandboxSite, socks: list[socket.socket],
+                 tls_socks: list[socket.socket],
+                 tls_dir: str) -> None:
+    certs = None
+    if tls_socks:
+        from .tls import HostCertificates  # needs cryptography: only with HTTPS hosts
+
+        certs = HostCertificates(site.layout.https_hosts, tls_dir)
     if args.pagerank_out:
         write_pagerank(site, args.pagerank_out)
     prerendered: dict[str, float] | None = None
@@ -118,24 +167,33 @@ async def amain(args: argparse.Namespace) -> None:
         t0 = time.perf_counter()
         pages = site.prerender(os.cpu_count() or 1)
         prerendered = {"pages": pages, "seconds": round(time.perf_counter() - t0, 2)}
+        if certs is not None:
+            t0 = time.perf_counter()
+            certs.warm()
+            prerendered["tls_seconds"] = round(time.perf_counter() - t0, 2)
+        gc.collect()
+        gc.freeze()  # the cache is for good: no collection walks its objects again
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     ready = asyncio.Event()
-    task = asyncio.create_task(serve(site, RequestLog(args.log), socks, stop, ready))
+    task = asyncio.create_task(serve(site, RequestLog(args.log), socks, stop, ready,
+                                     tls_socks, certs.context if certs else None))
     await asyncio.wait([task, asyncio.create_task(ready.wait())],
                        return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         await task  # startup failed: raise its error
-    print(json.dumps(ready_line(site, args, prerendered)), flush=True)
+    print(json.dumps(ready_line(site, args, prerendered, certs.ca_path if certs else None)),
+          flush=True)
     await task
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.no_serve:
-        write_pagerank(SandboxSite(config_from_args(args), args.port), args.pagerank_out)
+        write_pagerank(SandboxSite(config_from_args(args), args.port, args.https_port),
+                       args.pagerank_out)
         return 0
     asyncio.run(amain(args))
     return 0

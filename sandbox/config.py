@@ -47,21 +47,28 @@ class SandboxConfig:
     #: The server closes a kept-alive connection idle this long.
     keepalive_idle_s: float = 5.0
     #: Share of responses whose body is sent in 4 chunks, the server time spread between them.
-    trickle_share: float = 0.02
+    trickle_share: float = 0.0
+    #: Share of hosts served over HTTPS only (sandbox/tls.py), on a second port shared by all
+    #: IPs, with a certificate per host name from a CA made at start. Independent of latency.
+    https_share: float = 0.0
 
     @classmethod
     def internet(cls, **overrides: object) -> SandboxConfig:
-        """A web that answers like the internet: the latency model on, defaults as above."""
-        return cls(**{"latency": True, **overrides})  # type: ignore[arg-type]
+        """A web that answers like the internet: the latency model on, half the hosts on
+        HTTPS, 2% of bodies trickled; ``overrides`` win."""
+        preset: dict[str, object] = {"latency": True, "https_share": 0.5, "trickle_share": 0.02}
+        return cls(**{**preset, **overrides})  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
         if self.hosts < 12:
             raise ValueError(f"hosts={self.hosts}: need at least 12 so every special host exists")
-        if self.pages_per_host < 20:
-            raise ValueError(f"pages_per_host={self.pages_per_host}: need at least 20")
+        # 10: every host keeps a /private/ page (i=5), the hanging host its 3 linked pages,
+        # and the flagged pages (about 3%) stay a small share of each host's pages.
+        if self.pages_per_host < 10:
+            raise ValueError(f"pages_per_host={self.pages_per_host}: need at least 10")
         if not 1 <= self.ips <= self.hosts:
             raise ValueError(f"ips={self.ips}: must be between 1 and hosts={self.hosts}")
-        for name in ("slow_host_share", "fail_share", "trickle_share"):
+        for name in ("slow_host_share", "fail_share", "trickle_share", "https_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be between 0 and 1")
         if self.latency_median_s <= 0 or self.latency_shape < 0 or self.keepalive_idle_s <= 0:

@@ -53,8 +53,9 @@ def _label(level: float) -> str:
 
 
 class Duplicates:
-    def __init__(self, layout: Layout, vocab: Vocabulary, port: int) -> None:
-        self.layout, self.vocab, self.port = layout, vocab, port
+    def __init__(self, layout: Layout, vocab: Vocabulary, port: int, https_port: int = 0
+                 ) -> None:
+        self.layout, self.vocab, self.port, self.https_port = layout, vocab, port, https_port
         seed = layout.config.seed
         rng = rng_for(seed, "duplicates")
         busy = {h for (h, _) in layout.specials} | {
@@ -70,6 +71,11 @@ class Duplicates:
         while len(self.mirrors) < N_MIRRORS and len(quiet) >= 2:
             self.mirrors[quiet.pop()] = quiet.pop()
         for mirror, source in self.mirrors.items():
+            # same scheme as the source: its pages are copied with the host name swapped
+            if source in layout.https_hosts:
+                layout.https_hosts.add(mirror)
+            else:
+                layout.https_hosts.discard(mirror)
             layout.paths[mirror] = list(layout.paths[source])
             layout.page_of[mirror] = dict(layout.page_of[source])
         homes = [h for h in free if h not in self.mirrors and h not in self.mirrors.values()]
@@ -148,7 +154,7 @@ class Duplicates:
 
     # -- serving ------------------------------------------------------------------------------
     def origin(self, host: str) -> str:
-        return f"http://{host}:{self.port}"
+        return self.layout.origin(host, self.port, self.https_port)
 
     def family_page(self, host: str, path: str) -> _Page | None:
         return self._pages.get((host, path))

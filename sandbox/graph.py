@@ -73,14 +73,15 @@ def relative_ref(from_dir: str, to_path: str) -> str:
 
 
 class PageBuilder:
-    def __init__(self, layout: Layout, vocab: Vocabulary, port: int) -> None:
+    def __init__(self, layout: Layout, vocab: Vocabulary, port: int, https_port: int = 0) -> None:
         self.layout = layout
         self.vocab = vocab
         self.port = port
+        self.https_port = https_port
         self._origins: dict[str, str] = {}
 
     def origin(self, host: str) -> str:
-        return f"http://{host}:{self.port}"
+        return self.layout.origin(host, self.port, self.https_port)
 
     def build(self, host: str, page_id: int, query: str = "") -> PageSpec:
         """The page's spec. Hot path of the oracle and of PageRank: the random draws are made
@@ -107,7 +108,9 @@ class PageBuilder:
         append = links.append
         words = self.vocab.words
         n_words = len(words)
-        port_tail = f":{self.port}"
+        https = lay.https_hosts
+        here_https = host in https
+        port_tail = f":{self.https_port if here_https else self.port}"
 
         def word() -> str:
             return words[below(n_words)] + " " + words[below(n_words)]
@@ -121,8 +124,9 @@ class PageBuilder:
             else:
                 target = origin + tpath
                 suffix = "#" + frag if frag else ""
-            if th != host:
-                href = (origin if rand() < 0.85 else "//" + th + port_tail) + tpath
+            if th != host:  # scheme-relative only to a host of the same scheme
+                href = (origin if rand() < 0.85 or (th in https) != here_https
+                        else "//" + th + port_tail) + tpath
             else:
                 r = rand()
                 if r < 0.25:
@@ -214,5 +218,5 @@ class PageBuilder:
         )
 
     def _origin_of(self, host: str) -> str:
-        origin = self._origins[host] = f"http://{host}:{self.port}"
+        origin = self._origins[host] = self.layout.origin(host, self.port, self.https_port)
         return origin

@@ -26,7 +26,7 @@ class SandboxWeb:
 
     def __init__(self, config: SandboxConfig, log_path: str | Path, *, port: int = 0,
                  start_timeout_s: float = 30.0, pagerank_out: str | Path | None = None,
-                 prerender: bool = False) -> None:
+                 prerender: bool = False, https_port: int = 0) -> None:
         """``pagerank_out``: the server writes the PageRank JSON there before it reports
         ready, which takes seconds (about 8 s for 200 x 100 pages): raise start_timeout_s.
         ``prerender``: the server renders every page before it reports ready (about 1 ms a
@@ -35,11 +35,17 @@ class SandboxWeb:
         self.log_path = Path(log_path)
         self.pagerank_out = Path(pagerank_out) if pagerank_out is not None else None
         self._port_arg = port
+        self._https_port_arg = https_port
         self._prerender = prerender
         self._start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
         self.port = 0
+        #: The port of the HTTPS hosts (config.https_share), on every IP; 0 without any.
+        self.https_port = 0
+        #: PEM of the CA the HTTPS hosts' certificates chain to (a crawl's ca_bundle); None
+        #: without HTTPS hosts. The server removes it when it stops.
+        self.ca_path: str | None = None
         self.resolver_map: dict[str, str] = {}
         self.seeds: list[str] = []
         #: With prerender: {"pages": N, "seconds": S} as the server reported it; else {}.
@@ -69,6 +75,8 @@ class SandboxWeb:
                    "--fail-share", str(c.fail_share), "--keepalive-idle",
                    str(c.keepalive_idle_s), "--trickle-share", str(c.trickle_share)]
                   if c.latency else []),
+                *(["--https-share", str(c.https_share), "--https-port",
+                   str(self._https_port_arg)] if c.https_share else []),
                 *(["--prerender"] if self._prerender else []),
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 
@@ -103,11 +111,13 @@ class SandboxWeb:
                 line += chunk
         info = json.loads(line)
         self.port = int(info["port"])
+        self.https_port = int(info.get("https_port", 0))
+        self.ca_path = info.get("ca_path")
         self.resolver_map = dict(info["resolver_map"])
         self.seeds = list(info["seeds"])
         self.traps = dict(info.get("traps", {}))
         self.prerendered = dict(info.get("prerendered", {}))
-        self.site = SandboxSite(self.config, self.port)
+        self.site = SandboxSite(self.config, self.port, self.https_port)
         return self
 
     def stop(self) -> int | None:

@@ -6,6 +6,7 @@ lazily per page elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import random
 from bisect import bisect_right
@@ -57,6 +58,12 @@ class Zipf:
         return bisect_right(self.cum, rng.random() * self.cum[-1])
 
 
+def share_draw(seed: int, *parts: object) -> float:
+    """A uniform draw in [0, 1) from the seed and ``parts`` (no generator state)."""
+    digest = hashlib.blake2b(repr((seed, *parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2.0 ** 64
+
+
 def ip_address(index: int) -> str:
     return f"127.0.{1 + index // 250}.{1 + index % 250}"
 
@@ -104,6 +111,16 @@ class Layout:
         self.slow_pages, self.meta_nofollow, self.meta_noindex, self.header_nofollow = (
             self._flag_pages(rng)
         )
+        #: Hosts served over HTTPS only. Drawn by hash, not from ``rng``: https_share 0 leaves
+        #: the rest of the web as it was. A set: mirrors take their source's scheme (site.py).
+        self.https_hosts: set[str] = {
+            h for h in self.hosts if share_draw(seed, "https", h) < config.https_share}
+
+    def origin(self, host: str, port: int, https_port: int) -> str:
+        """``scheme://host:port`` of a host's URLs."""
+        if host in self.https_hosts:
+            return f"https://{host}:{https_port}"
+        return f"http://{host}:{port}"
 
     # -- assignment -------------------------------------------------------------------------
     def _assign_robots(self, rng: random.Random) -> dict[str, RobotsKind]:

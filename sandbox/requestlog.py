@@ -4,14 +4,14 @@ Fields: start, end (time.time() floats; end is taken after the response was writ
 (just before the last write: a lower bound on when the client had the whole response), host
 (Host header without port), ip (local address the request arrived on), path (with query),
 method, status (0 if the client went away or the server shut down first), bytes (body length
-sent), ua (User-Agent).
+sent), ua (User-Agent), scheme (http, or https for a request over TLS).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 FLUSH_INTERVAL_S = 0.1
@@ -32,6 +32,11 @@ class LogEntry:
     #: the whole response before this, so "next start - sent" never overstates a client's gap
     #: (``end`` is stamped after the drain and can lag when the server is busy).
     sent: float = 0.0
+    #: "https" when the request came over TLS (an HTTPS host's port).
+    scheme: str = "http"
+
+
+_FIELDS = tuple(LogEntry.__dataclass_fields__)
 
 
 class RequestLog:
@@ -41,7 +46,9 @@ class RequestLog:
         self._task: asyncio.Task[None] | None = None
 
     def write(self, entry: LogEntry) -> None:
-        self._buffer.append(json.dumps(asdict(entry), separators=(",", ":")))
+        # a dict of the fields, not asdict(): that deep-copies each value (~4x the time)
+        self._buffer.append(json.dumps({f: getattr(entry, f) for f in _FIELDS},
+                                       separators=(",", ":")))
 
     def flush(self) -> None:
         if self._buffer:

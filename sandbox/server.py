@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
+import ssl
 import time
 from email.utils import parsedate_to_datetime
 
@@ -64,10 +65,19 @@ class SandboxServer:
                                     c.trickle_share) if c.latency else None
         #: (host, path) -> requests so far: the n of the latency model's draws
         self._asked: dict[tuple[str, str], int] = {}
+        self._https = site.layout.https_hosts
+
+    def _misdirected(self, host: str, secure: bool) -> Reply | None:
+        """A plain-HTTP host asked over TLS (the SNI of another host) answers 421. An HTTPS
+        host asked over plain HTTP answers as over TLS: no link of the web points there, and
+        tests that speak plain HTTP to any host keep working."""
+        if secure and host not in self._https and host in self.site.layout.host_index:
+            return Reply(421, small_html("Misdirected Request", host), "text/html", "error")
+        return None
 
     async def _wait(self, request: web.BaseRequest, host: str, target: str) -> Answer | None:
         """Sleep the latency model's server time; a failure resets the connection (raises
-        ConnectionResetError) or hangs for hang_s. None without a latency model."""
+        CancelledError) or hangs for hang_s. None without a latency model."""
         if self.latency is None:
             return None
         n = self._asked[(host, target)] = self._asked.get((host, target), 0) + 1
@@ -76,7 +86,9 @@ class SandboxServer:
             await asyncio.sleep(answer.delay_s / 2)
             if request.transport is not None:
                 request.transport.abort()
-            raise ConnectionResetError("latency model: connection reset")
+            # as a client's disconnect: aiohttp drops it quietly (a ConnectionResetError
+            # would be logged with its traceback, about a millisecond each)
+            raise asyncio.CancelledError("latency model: connection reset")
         if answer.failure is Failure.HANG:
             await asyncio.sleep(self.site.config.hang_s)
         elif not answer.trickle_chunks:
@@ -90,8 +102,10 @@ class SandboxServer:
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         status = nbytes = 0
         sent = 0.0
+        secure = request.transport is not None and \
+            request.transport.get_extra_info("sslcontext") is not None
         try:
-            reply = self.site.respond(host, target)
+            reply = (secure and self._misdirected(host, secure)) or self.site.respond(host, target)
             answer = await self._wait(request, host, target)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
@@ -133,12 +147,16 @@ class SandboxServer:
                 start=start, end=time.time(), host=host, ip=sock[0] if sock else "",
                 path=target, method=request.method, status=status, bytes=nbytes,
                 ua=request.headers.get("User-Agent", ""), sent=sent or time.time(),
+                scheme="https" if secure else "http",
             ))
 
 
 async def serve(site: SandboxSite, log: RequestLog, socks: list[socket.socket],
-                stop: asyncio.Event, ready: asyncio.Event | None = None) -> None:
-    """Serve until ``stop`` is set, then close, cancel in-flight requests and flush the log."""
+                stop: asyncio.Event, ready: asyncio.Event | None = None,
+                tls_socks: list[socket.socket] | None = None,
+                tls: ssl.SSLContext | None = None) -> None:
+    """Serve until ``stop`` is set, then close, cancel in-flight requests and flush the log.
+    ``tls_socks`` (the HTTPS port on every IP) are served with ``tls`` (SNI-picked certs)."""
     server = SandboxServer(site, log)
     # keepalive_timeout: the internet-like web closes connections idle keepalive_idle_s
     # (aiohttp's own default, 75 s, otherwise).
@@ -148,6 +166,8 @@ async def serve(site: SandboxSite, log: RequestLog, socks: list[socket.socket],
     await runner.setup()
     for s in socks:
         await web.SockSite(runner, s, shutdown_timeout=0.5).start()
+    for s in tls_socks or ():
+        await web.SockSite(runner, s, shutdown_timeout=0.5, ssl_context=tls).start()
     log.start()
     if ready is not None:
         ready.set()

@@ -78,20 +78,24 @@ def canonical_url(url: str) -> str:
 
 
 class SandboxSite:
-    def __init__(self, config: SandboxConfig, port: int) -> None:
+    def __init__(self, config: SandboxConfig, port: int, https_port: int = 0) -> None:
+        """``https_port``: where the HTTPS hosts (config.https_share) answer; their URLs
+        carry it."""
         self.config = config
         self.port = port
+        self.https_port = https_port
         self.layout = Layout(config)
         self.vocab = Vocabulary(config.seed)
-        self.builder = PageBuilder(self.layout, self.vocab, port)
+        self.builder = PageBuilder(self.layout, self.vocab, port, https_port)
         self._cache: OrderedDict[tuple[str, str], Reply] = OrderedDict()
         self._cache_limit = config.page_cache
-        self.dups = Duplicates(self.layout, self.vocab, port) if config.duplicates else None
+        self.dups = (Duplicates(self.layout, self.vocab, port, https_port) if config.duplicates
+                     else None)
         self.traps: Traps | None = None
         if config.traps:  # entry links go on pages of hosts that are no mirror or mirrored
             mirrors = self.dups.mirrors if self.dups is not None else {}
             self.traps = Traps(self.layout, self.vocab, port,
-                               frozenset(mirrors) | frozenset(mirrors.values()))
+                               frozenset(mirrors) | frozenset(mirrors.values()), https_port)
         self._pagerank: PageRankResult | None = None
 
     # -- listings -------------------------------------------------------------------------
@@ -111,7 +115,14 @@ class SandboxSite:
         return out
 
     def url(self, host: str, path: str) -> str:
-        return f"http://{host}:{self.port}{path}"
+        return self.layout.origin(host, self.port, self.https_port) + path
+
+    def https_hosts(self) -> list[str]:
+        """Hosts served over HTTPS only (on https_port), sorted; [] with https_share 0."""
+        return sorted(self.layout.https_hosts)
+
+    def is_https(self, host: str) -> bool:
+        return host in self.layout.https_hosts
 
     def seeds(self) -> list[str]:
         return [self.url(h, "/") for h in self.layout.seed_hosts]
@@ -397,7 +408,8 @@ class SandboxSite:
             seen.add(url)
             parts = urlsplit(url)
             host = parts.hostname or ""
-            if parts.scheme != "http" or parts.port != self.port or self.resolve(host) is None:
+            if (self.resolve(host) is None or f"{parts.scheme}://{host}:{parts.port}"
+                    != self.layout.origin(host, self.port, self.https_port)):
                 continue
             if self.traps is not None and self.traps.trap_kind(url) is not None:
                 continue

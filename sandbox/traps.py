@@ -157,9 +157,10 @@ class Traps:
     """The trap hosts of one sandbox web: names, IPs, answers and the trap classification."""
 
     def __init__(self, layout: Layout, vocab: Vocabulary, port: int,
-                 exclude: frozenset[str] = frozenset()) -> None:
+                 exclude: frozenset[str] = frozenset(), https_port: int = 0) -> None:
         cfg = layout.config
         self.layout, self.vocab, self.port, self.seed = layout, vocab, port, cfg.seed
+        self.https_port = https_port
         tld = cfg.domain.rsplit(".", 1)[-1]
         #: kind → registered domain; kind → host (the farm: its entry subdomain ``s0``).
         self.domains: dict[str, str] = {k: f"{k}-trap.{tld}" for k in TRAP_KINDS}
@@ -206,7 +207,7 @@ class Traps:
 
     # -- names ----------------------------------------------------------------------------------
     def origin(self, host: str) -> str:
-        return f"http://{host}:{self.port}"
+        return self.layout.origin(host, self.port, self.https_port)  # trap hosts: http
 
     def farm_index(self, host: str) -> int | None:
         """N of a farm subdomain ``s<N>`` (no leading zeros), else None."""
