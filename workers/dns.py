@@ -186,7 +186,8 @@ class _Pending:
 
 
 class CachingResolver(Resolver):
-    """Static map, then a TTL/LRU cache in front of the system resolver.
+    """Static map, then a TTL/LRU cache in front of ``lookup`` (the system resolver, or the
+    crawl's name servers: ``workers.dnspool.nameserver_lookup``).
 
     * ``static`` entries (the sandbox web's host -> IP map) never expire and are not counted
       as cache entries; a ``*.example.test`` key answers for every subdomain of example.test.
@@ -267,7 +268,9 @@ class CachingResolver(Resolver):
     # -- resolution ----------------------------------------------------------------------
     def cached(self, host: str) -> str | DNSError | None:
         """The answer for ``host`` if it needs no lookup (an IP literal, a static entry or a
-        fresh cache entry: an IP, or the cached failure), else None. Never blocks on DNS."""
+        fresh cache entry: an IP, or the cached failure), else None. Never blocks on DNS.
+        A cache answer counts as a hit and as a use for the LRU order, as in :meth:`resolve`
+        (the scheduler's resolver is asked only this way)."""
         name = normalize_host(host)
         try:
             ipaddress.ip_address(name.split("%", 1)[0])
@@ -286,6 +289,8 @@ class CachingResolver(Resolver):
                 entry = self._cache.get(name)
                 if entry is None or entry.expires <= self._clock():
                     return None
+                self._cache.move_to_end(name)
+                self.hits += 1
                 return _fresh(entry.error) if entry.error is not None else entry.ip
         try:
             return self._checked(name, static)
@@ -376,44 +381,6 @@ class CachingResolver(Resolver):
             raise _fresh(error)
         assert ip is not None
         return ip
-
-
-def nameserver_lookup(servers: list[str], timeout_s: float) -> Callable[[str], list[str]]:
-    """A lookup asking ``servers`` ("ip" or "ip:port") directly with dnspython (A, then AAAA),
-    instead of the system resolver: a crawl's own resolver, as broad crawlers run."""
-    import dns.exception
-    import dns.resolver
-
-    res = dns.resolver.Resolver(configure=False)
-    res.nameservers = []
-    ports = set()
-    for server in servers:
-        host, _, port = server.rpartition(":") if server.count(":") == 1 else (server, "", "")
-        res.nameservers.append(host or server)
-        ports.add(int(port or 53))
-    if len(ports) > 1:
-        raise ValueError(f"dns_servers must share one port: {servers}")
-    res.port = ports.pop()
-    res.lifetime = timeout_s
-
-    def lookup(name: str) -> list[str]:
-        out: list[str] = []
-        for rdtype in ("A", "AAAA"):
-            try:
-                out += [r.address for r in res.resolve(name, rdtype, search=False)]
-            except dns.resolver.NXDOMAIN as exc:
-                raise DNSError("name does not exist", name, "nxdomain") from exc
-            except dns.resolver.NoAnswer:
-                continue
-            except dns.exception.Timeout as exc:
-                raise DNSError(f"no answer within {timeout_s} s", name, "temporary") from exc
-            except dns.exception.DNSException as exc:
-                raise DNSError(f"{type(exc).__name__}: {exc}", name, "error") from exc
-            if out:
-                break
-        return out
-
-    return lookup
 
 
 def _fresh(error: DNSError) -> DNSError:

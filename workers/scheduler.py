@@ -68,8 +68,10 @@ class Scheduler:
         self.queue = self.frontier.keys.task_queue
         self.resolver = worker_resolver(config)
         self.dns = ResolverPool(self.resolver, config.dns_timeout_s)
-        #: leases whose host is being looked up: they go out when the lookup ends
-        self._dns_waiting: list[tuple[Lease, Pending]] = []
+        #: host name being looked up -> its leases: they go out when the lookup ends
+        self._dns_waiting: dict[str, list[Lease]] = {}
+        #: leases in _dns_waiting (``dns_waiting``)
+        self._dns_count = 0
         self._last_reap = 0.0
         #: partition -> earliest time one of its hosts is due, as far as we know (inf: none)
         self._due: dict[int, float] = {}
@@ -217,46 +219,55 @@ class Scheduler:
         except redis.RedisError as exc:
             log.warning("could not return %d unsent leases (they expire): %s", len(unsent), exc)
 
+    # -- name resolution (workers/dnspool.py): a slow name never holds up the others --------
     @property
     def dns_waiting(self) -> int:
-        """Leases waiting for their host's name lookup."""
-        return len(self._dns_waiting)
+        """Leases waiting in this scheduler for their host's name lookup."""
+        return self._dns_count
 
     def _resolve(self, leases: list[Lease]) -> tuple[list[Lease], list[str | None]]:
         """The leases whose host's IP is known now (or whose lookup failed: the worker tries
-        again and records the failure), with their IPs; the others wait for their lookup
-        without holding up these (workers/dnspool.py)."""
-        ready, ips = [], []
+        again and records the failure), with their IPs. The others wait here, not in Redis
+        (their lease lasts lease_ttl_s), until ``_dispatch_resolved`` sees their lookup end."""
+        ready: list[Lease] = []
+        ips: list[str | None] = []
         for lease in leases:
             answer = self.dns.lookup_nowait(_name(lease.host))
             if isinstance(answer, Pending):
-                self._dns_waiting.append((lease, answer))
+                self._dns_waiting.setdefault(answer.name, []).append(lease)
+                self._dns_count += 1
             else:
                 ready.append(lease)
                 ips.append(answer if isinstance(answer, str) else None)
         return ready, ips
 
-    def _dispatch_resolved(self, now: float) -> None:
-        """Send the waiting leases whose lookup ended, through the per-IP gate."""
-        ready, ips, still = [], [], []
-        for lease, pending in self._dns_waiting:
-            answer = self.dns.result(pending)
-            if answer is None:
-                still.append((lease, pending))
-            else:
-                ready.append(lease)
-                ips.append(answer if isinstance(answer, str) else None)
-        self._dns_waiting = still
-        if ready:
-            granted = self._gate(ready, ips, now)
-            self._inflight += len(ready)
-            self._dispatch(granted)
+    def _dispatch_resolved(self, now: float) -> int:
+        """Send the waiting leases whose lookup ended (failed or past dns_timeout_s: with no
+        IP), through the per-IP gate. Returns how many were sent."""
+        ready: list[Lease] = []
+        ips: list[str | None] = []
+        for name, answer in self.dns.collect().items():
+            leases = self._dns_waiting.pop(name, [])
+            self._dns_count -= len(leases)
+            if not isinstance(answer, str):
+                log.debug("lookup of %s failed (%s): %d leases go out without IP", name,
+                          answer, len(leases))
+            ready += leases
+            ips += [answer if isinstance(answer, str) else None] * len(leases)
+        if not ready:
+            return 0
+        granted = self._gate(ready, ips, now)
+        self._inflight += len(ready)
+        self._dispatch(granted)
+        return len(granted)
 
     def release_waiting(self) -> int:
-        """Give the leases still waiting for DNS back to their queues (the scheduler stops)."""
-        waiting, self._dns_waiting = self._dns_waiting, []
+        """The scheduler stops: the leases still waiting for DNS go back to the head of their
+        queues now (as unsent), instead of waiting out lease_ttl_s. Returns how many."""
+        waiting = [(lease, None) for leases in self._dns_waiting.values() for lease in leases]
+        self._dns_waiting, self._dns_count = {}, 0
         if waiting:
-            self._give_back([(lease, None) for lease, _ in waiting], time.time())
+            self._give_back(waiting, time.time())
         return len(waiting)
 
     def _gate(self, leases: list[Lease], ips: list[str | None],
