@@ -170,6 +170,17 @@ def cpu_s(pid: int | None = None) -> float:
     return c.user + c.system
 
 
+def snapshot(pid: int | None = None) -> tuple[float, float]:
+    """(time, CPU s) read together: with hundreds of threads, a thread that lets the GIL go
+    between two reads may get it back only much later, so retry until they are close."""
+    while True:
+        t0 = time.monotonic()
+        c = cpu_s(pid)
+        t1 = time.monotonic()
+        if t1 - t0 < 0.01:
+            return (t0 + t1) / 2, c
+
+
 class Recorder:
     """Fetch intervals of N workers, the warm-up test and the measured window (any engine)."""
 
@@ -202,17 +213,19 @@ class Recorder:
         while sum(self.first_round) < 0.95 * self.n and time.monotonic() - t_start < warm_cap_s:
             time.sleep(0.05)
             peak = max(peak, me.memory_info().rss)
-        a_t, a_cpu, a_srv, a_n = time.monotonic(), cpu_s(), cpu_s(server_pid), len(self.done)
+        a_t, a_cpu = snapshot()
+        a_srv_t, a_srv = snapshot(server_pid)
         while time.monotonic() < a_t + window_s:
             time.sleep(0.05)
             peak = max(peak, me.memory_info().rss)
-        b_t, b_cpu, b_srv = time.monotonic(), cpu_s(), cpu_s(server_pid)
+        b_t, b_cpu = snapshot()
+        b_srv_t, b_srv = snapshot(server_pid)
         conns = max(1, me.num_fds() - self.idle_fds)  # sockets open at the window's end
         cur = list(self.current)
         done = self.done[:]
         self.stop = True
-        busy = sum(max(0.0, min(t1, b_t) - max(t0, a_t)) for t0, t1, _ in done[max(0, a_n - self.n):])
-        busy += sum(b_t - max(t0, a_t) for t0 in cur if t0 is not None)
+        busy = sum(max(0.0, min(t1, b_t) - max(t0, a_t)) for t0, t1, _ in done)
+        busy += sum(max(0.0, b_t - max(t0, a_t)) for t0 in cur if t0 is not None)
         inside = [(t0, t1, ok) for t0, t1, ok in done if a_t <= t1 <= b_t]
         pages = max(1, len(inside))
         w = b_t - a_t
@@ -222,7 +235,7 @@ class Recorder:
             "pages_per_s": len(inside) / w,
             "cpu_ms_per_page": 1e3 * (b_cpu - a_cpu) / pages,
             "client_cpu_util": (b_cpu - a_cpu) / w,
-            "server_cpu_ms_per_page": 1e3 * (b_srv - a_srv) / pages,
+            "server_cpu_ms_per_page": 1e3 * (b_srv - a_srv) * w / (b_srv_t - a_srv_t) / pages,
             "mean_in_flight": busy / w,
             "mean_latency_ms": 1e3 * sum(t1 - t0 for t0, t1, _ in inside) / pages,
             "rss_idle_mb": idle / 2**20, "rss_peak_mb": peak / 2**20,
@@ -354,7 +367,7 @@ def tls_micro(web: Web, engine: str) -> dict[str, dict[str, float]]:
         modes["https keep-alive"] = run_threads(web, TLS_WORKERS, 0, window, https)
         modes["https new conn (extra_ca: one shared context)"] = run_threads(
             web, TLS_WORKERS, 0, window, https, extra_headers=close)
-        modes["https new conn (verify=bundle: context per conn, as verify=True)"] = run_threads(
+        modes["https new conn (verify=<bundle path>: a context per conn)"] = run_threads(
             web, TLS_WORKERS, 0, window, https, extra_headers=close, extra_ca=None,
             verify=str(bundle))
     else:

@@ -1,11 +1,11 @@
 """TLS settings for the fetcher's pools: which CAs are trusted, always verified when on.
 
-``verify`` keeps what requests did (urllib3 builds a context per new connection and loads the
-bundle into it). ``extra_ca`` trusts a private CA *in addition to* the public roots, e.g. an
-intranet crawl or a test web: one :class:`ssl.SSLContext` is built here with certifi's bundle
-(or the ``verify`` path) and then the extra PEM, and shared by every connection. Verification
-stays ``CERT_REQUIRED`` with hostname checking; there is no way to turn it off through
-``extra_ca``.
+``verify=True`` and ``extra_ca`` get one :class:`ssl.SSLContext` built here and shared by every
+connection (a context per connection costs ~20x the handshake, see docs/fetch-engine.md):
+certifi's bundle, then for ``extra_ca`` a private CA trusted *in addition to* the public roots
+(an intranet crawl, a test web). A ``verify`` path keeps what requests did: urllib3 builds a
+context per new connection and loads the path into it. Verification stays ``CERT_REQUIRED``
+with hostname checking; there is no way to turn it off through ``extra_ca``.
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ def context_with_extra_ca(base: str, extra_ca: str) -> ssl.SSLContext:
 def pool_tls_kwargs(verify: bool | str, extra_ca: str | None) -> tuple[dict[str, Any], str | None]:
     """PoolManager TLS keyword arguments, and the CA path to check before each HTTPS fetch.
 
-    Without ``extra_ca``: as requests' adapter gave its pools (``cert_verify``): certifi's
-    bundle for ``verify=True``, the given file or directory for a path, checked to exist at
-    fetch time (a missing bundle is then a ``fetch_error``, as it was). With ``extra_ca``: one
-    shared context (see :func:`context_with_extra_ca`), loaded now.
+    ``verify=True`` or ``extra_ca``: one shared context, loaded now. A ``verify`` path without
+    ``extra_ca``: as requests' adapter gave its pools (``cert_verify``), checked to exist at
+    fetch time (a missing bundle is then a ``fetch_error``, as it was).
     """
     if extra_ca is not None:
         if verify is False:
@@ -63,7 +62,7 @@ def pool_tls_kwargs(verify: bool | str, extra_ca: str | None) -> tuple[dict[str,
         ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
         _load(ctx, certifi.where())
         return {"cert_reqs": "CERT_REQUIRED", "ssl_context": ctx}, None
-    ca_path = certifi.where() if verify is True else str(verify)
+    ca_path = str(verify)
     if os.path.isdir(ca_path):
         tls["ca_cert_dir"] = ca_path
     else:
