@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -142,3 +143,38 @@ def test_urls_of_a_task_complete_one_by_one_and_stay_leased(env: Env) -> None:
         context.close_context()
     assert fast_done_at is None  # the fast hosts waited for the slow one
     assert reaped == len(items)  # and nobody kept the leases alive: all re-queued
+
+
+def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env) -> None:
+    """A URL that waited for a slot longer than its lease could be kept (the keeper could not
+    renew it: Redis out of reach) may already be another worker's: it is dropped, not fetched
+    twice. Its lease comes back through the reaper."""
+    from workers.engine import _Job
+
+    slow_urls = env.web.site.slow_urls()
+    _frontier, _slow, fast = _crawl(env, "lapse1", slow_urls[2 % len(slow_urls)])
+    ctx = context.get_context(env.redis_url, "lapse1")
+    engine = FetchEngine(ctx, capacity=4)
+    try:
+        lapsed = _Job(FetchOrder(fast[0]), renewed=time.monotonic() - 2 * KEEP_S)
+        current = _Job(FetchOrder(fast[1]), renewed=time.monotonic())
+        with engine._lock:
+            engine._jobs[id(lapsed)] = lapsed
+            engine._jobs[id(current)] = current
+        engine._slots.acquire()
+        engine._slots.acquire()
+        before = len(env.web.read_log())
+        engine._run(lapsed)
+        engine._run(current)
+        time.sleep(0.5)
+        pages = {(e.host, e.path) for e in env.web.read_log()[before:]}
+    finally:
+        engine.close(5.0)
+        context.close_context()
+    assert engine.skipped_stale == 1
+    def page(le: Lease) -> tuple[str, str]:
+        parts = urlsplit(le.entry.url)
+        return parts.hostname or "", parts.path or "/"
+
+    assert page(fast[1]) in pages  # the current one was fetched
+    assert page(fast[0]) not in pages  # the lapsed one was not

@@ -55,6 +55,10 @@ class _Job:
     order: FetchOrder
     #: time.monotonic() when its thread took it (0.0: waiting for a free slot)
     started: float = 0.0
+    #: time.monotonic() when its lease was last known current (begin, then each renewal)
+    renewed: float = 0.0
+    #: the keeper found its lease expired (reaped): it must not be fetched
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +93,8 @@ class FetchEngine:
         self._cpu_mark = (time.monotonic(), _cpu_s())
         self.renewals = 0
         self.stale_renewals = 0
+        #: jobs dropped before their fetch because their lease had expired
+        self.skipped_stale = 0
         self._completers = [threading.Thread(target=self._complete_loop, daemon=True,
                                              name=f"trawl-completer-{i}")
                             for i in range(COMPLETERS)]
@@ -102,7 +108,8 @@ class FetchEngine:
     def submit(self, orders: list[FetchOrder]) -> None:
         """Start ``orders``; blocks while ``capacity`` fetches are in the engine. Their
         leases are kept alive from now on, also while they wait for a slot."""
-        jobs = [_Job(order) for order in orders]
+        now = time.monotonic()
+        jobs = [_Job(order, renewed=now) for order in orders]
         with self._lock:
             for job in jobs:
                 self._jobs[id(job)] = job
@@ -146,6 +153,15 @@ class FetchEngine:
 
     def _run(self, job: _Job) -> None:
         job.started = time.monotonic()
+        if job.stale or job.started - job.renewed > 0.9 * self.ctx.config.lease_keep_s:
+            # Its lease has expired (or may have: the keeper could not renew it, Redis being
+            # out of reach): the reaper gives the URL to another worker, so fetching it here
+            # would fetch it twice. Drop it; nothing is lost.
+            self.skipped_stale += 1
+            log.warning("lease of %s expired while it waited for a slot: not fetched",
+                        job.order.lease.entry.url)
+            self._forget([job])
+            return
         try:
             result = run_lease(self.ctx, job.order.lease, job.order.ip)
         except BaseException:  # run_lease catches Exception; this is a thread being torn down
@@ -226,8 +242,9 @@ class FetchEngine:
         cfg = self.ctx.config
         now = time.monotonic()
         with self._lock:
-            leases = [j.order.lease for j in self._jobs.values()
-                      if not j.started or now - j.started < cfg.fetch_lease_s]
+            jobs = [j for j in self._jobs.values()
+                    if not j.started or now - j.started < cfg.fetch_lease_s]
+        leases = [j.order.lease for j in jobs]
         if not leases:
             return 0
         try:
@@ -235,6 +252,11 @@ class FetchEngine:
         except (redis.RedisError, OSError) as exc:
             log.warning("lease keeper could not renew %d leases: %s", len(leases), exc)
             return 0
+        for job, ok in zip(jobs, current, strict=True):
+            if ok:
+                job.renewed = now
+            else:
+                job.stale = True
         stale = len(current) - sum(current)
         self.renewals += len(current) - stale
         if stale:
