@@ -153,7 +153,11 @@ class FetchEngine:
 
     def _run(self, job: _Job) -> None:
         job.started = time.monotonic()
-        if job.stale or job.started - job.renewed > 0.9 * self.ctx.config.lease_keep_s:
+        cfg = self.ctx.config
+        # Start only with time left on the lease for a good part of a fetch (a fetch outliving
+        # its lease while Redis is out of reach could overlap another worker's: not fixed).
+        fresh_s = cfg.lease_keep_s - min(cfg.total_timeout_s, cfg.lease_keep_s / 2)
+        if job.stale or job.started - job.renewed > fresh_s:
             # Its lease has expired (or may have: the keeper could not renew it, Redis being
             # out of reach): the reaper gives the URL to another worker, so fetching it here
             # would fetch it twice. Drop it; nothing is lost.
