@@ -547,6 +547,15 @@ def paired_ratios(allruns: dict[str, list[dict[str, Any]]]) -> dict[str, dict[st
     return out
 
 
+def print_ratios(ratios: dict[str, dict[str, Any]], paired: dict[str, dict[str, Any]]) -> None:
+    """Trawl's pages/s and pages/CPU-s against each other crawler: medians, then by round."""
+    for k, r in ratios.items():
+        print(f"trawl/{k}: pages/s x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
+    for k, r in paired.items():
+        print(f"trawl/{k} paired by round (median of {r['rounds']}): pages/s "
+              f"x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     cols = [("crawler", "crawler", "{}"), ("pages/s", "pages_per_s", "{:.1f}"),
             ("pages/CPU-s", "pages_per_cpu_s", "{:.1f}"), ("CPU s", "cpu_s", "{:.1f}"),
@@ -716,11 +725,7 @@ def run_zero(a: argparse.Namespace, label: str = "") -> int:
     print()
     print(table(results))
     print()
-    for k, r in ratios.items():
-        print(f"trawl/{k}: pages/s x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
-    for k, r in paired.items():
-        print(f"trawl/{k} paired by round (median of {r['rounds']}): pages/s "
-              f"x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
+    print_ratios(ratios, paired)
     print(f"results: {results_dir / name}")
     if "scrapy" in ratios:
         print(f"{label}trawl/scrapy pages_per_s ratio: {ratios['scrapy']['pages_per_s']:.2f}")

@@ -41,6 +41,7 @@ from harness import (
     cpu_of,
     median_run,
     paired_ratios,
+    print_ratios,
     reachable_pages,
 )
 
@@ -357,11 +358,7 @@ def run_internet(a: argparse.Namespace) -> int:
                   f"{ceilings['cpu_bound_pages_per_cpu_s']:.1f} pages/CPU-s, Trawl at "
                   f"{100 * ceilings['trawl_share_of_cpu_bound']:.1f}% of it", end="")
         print()
-    for k, r in ratios.items():
-        print(f"trawl/{k}: pages/s x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
-    for k, r in paired.items():
-        print(f"trawl/{k} paired by round (median of {r['rounds']}): pages/s "
-              f"x{r['pages_per_s']:.2f}, pages/CPU-s x{r['pages_per_cpu_s']:.2f}")
+    print_ratios(ratios, paired)
     print(f"results: {out} ({doc['elapsed_s']:.0f} s)")
     if "scrapy" in ratios:
         print(f"trawl/scrapy pages_per_s ratio: {ratios['scrapy']['pages_per_s']:.2f}")

@@ -28,7 +28,6 @@ from typing import Any
 import redis
 
 from workers.completion import apply_results
-from workers.gate import TokenGate
 from workers.messages import FetchOrder
 from workers.pipeline import LeaseResult, finish_pending, run_lease
 
@@ -48,6 +47,22 @@ PUBLISH_S = 2.0
 #: Fetcher threads get this much stack (CPython's default is the 8 MiB of ulimit -s; lxml and
 #: our code need far less, and a thousand threads then reserve 256 MiB, not 8 GiB).
 THREAD_STACK_BYTES = 1024 * 1024
+
+
+class TokenGate:
+    """A counting semaphore on ``queue.SimpleQueue`` (C): acquire and release cost no Python
+    Condition, and waiters block without holding the GIL."""
+
+    def __init__(self, tokens: int) -> None:
+        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(tokens):
+            self._tokens.put(None)
+
+    def acquire(self) -> None:
+        self._tokens.get()
+
+    def release(self) -> None:
+        self._tokens.put(None)
 
 
 @dataclass(slots=True)
