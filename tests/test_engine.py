@@ -163,6 +163,7 @@ def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env) -> None
             engine._jobs[id(current)] = current
         engine._slots.acquire()
         engine._slots.acquire()
+        time.sleep(0.3)  # the server flushes its log every 0.1 s: earlier requests first
         before = len(env.web.read_log())
         engine._run(lapsed)
         engine._run(current)
