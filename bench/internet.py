@@ -39,6 +39,7 @@ from harness import (
     SandboxConfig,
     SandboxWeb,
     cpu_of,
+    ensure_py_spy,
     median_run,
     paired_ratios,
     print_ratios,
@@ -247,6 +248,9 @@ def run_internet(a: argparse.Namespace) -> int:
                                   int(sweep[-1]), cap)
             bench.oracle = False
             bench.async_in_flight = a.async_in_flight
+            if a.profile:
+                ensure_py_spy()
+                bench.profile_path = BENCH / "profiles" / "trawl-worker-internet.txt"
             # sweeps: their best run counts as round 1 (the same configuration, run once)
             if "scrapy" in only:
                 best, sr = _sweep(bench, sweep, lambda v: bench.scrapy(int(v)),
@@ -275,6 +279,7 @@ def run_internet(a: argparse.Namespace) -> int:
                         allruns[name].append(bench.bare())
                     elif name == "trawl":
                         allruns[name].append(bench.trawl(run))
+                        bench.profile_path = None
             server_cpu_on = cpu_of(web.pid)
             ca_path = getattr(web, "ca_path", None)
         if "trawl" in only and has_latency and not a.no_latency_off:
