@@ -260,6 +260,12 @@ class Loop:
         async with aiohttp.ClientSession(connector=conn, timeout=timeout,
                                          headers={"User-Agent": self.ua},
                                          cookie_jar=aiohttp.DummyCookieJar()) as session:
+            # aiohttp resends an idempotent request at once when a reused keep-alive
+            # connection turns out closed (RFC 9112 9.3.1.1): the server may already have
+            # seen the first one (the sandbox resets ~1% of requests after logging them), so
+            # the resend is a second request to the host with no delay and, for a page, a
+            # duplicate fetch. A polite ceiling does not do that; there is no public switch.
+            session._retry_connection = False
             self.session = session
             threading.Thread(target=self._receiver, daemon=True).start()
             if self.i == 0:

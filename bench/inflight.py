@@ -65,7 +65,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--hosts", type=int, default=20000)
     ap.add_argument("--median", type=float, default=8.0, help="median server time (s)")
-    ap.add_argument("--concurrency", type=int, default=2500)
+    ap.add_argument("--concurrency", type=int, default=CrawlConfig.fetch_concurrency,
+                    help="fetch_concurrency (default: Trawl's default)")
     ap.add_argument("--seconds", type=float, default=60.0)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="inflight-") as d:
@@ -80,7 +81,7 @@ def main() -> None:
                     namespace="inflight", host_delay_s=1.0, adaptive_delay_factor=0.0,
                     allow_private_ips=True, ip_concurrency=0, static_hosts=web.resolver_map,
                     allowed_domains=[web_cfg.domain], fetch_concurrency=a.concurrency,
-                    max_inflight=2 * a.concurrency, output_dir=str(tmp / "out"),
+                    max_inflight=max(CrawlConfig.max_inflight, 2 * a.concurrency), output_dir=str(tmp / "out"),
                     store_warc=False).validate()
                 client = redis.Redis.from_url(server.url)
                 # every host's start page is a seed: the web allows one fetch per host at once

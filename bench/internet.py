@@ -145,7 +145,7 @@ class InternetBench(Bench):
         return res
 
     def trawl_args(self) -> list[str]:
-        # Trawl's defaults (fetch_concurrency 1000 per worker, ...) except what this web
+        # Trawl's defaults (fetch_concurrency 2500 per worker, ...) except what this web
         # needs: the 1 s delay (--delay, host_delay_s), no adaptive delay, no per-IP limit
         # (set in Bench.trawl) and the sandbox CA.
         ca = getattr(self.web, "ca_path", None)

@@ -33,7 +33,7 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                    help="Celery worker processes to start here (default: cores)")
     p.add_argument("--concurrency", type=int,
-                   help="fetches in flight per worker process (fetch_concurrency, default 1000)")
+                   help="fetches in flight per worker process (fetch_concurrency, default 2500)")
     p.add_argument("--partitions", type=int, help="partitions P (default 64)")
     p.add_argument("--max-pages", type=int, help="stop admitting after N URLs (default: no cap)")
     p.add_argument("--max-depth", type=int, help="link depth limit (default 50)")

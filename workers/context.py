@@ -29,6 +29,7 @@ from frontier.redisclient import client_from_url
 from frontier.scope import Scope
 from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
 from workers.dnspool import worker_resolver
+from workers.fdlimit import KEPT_POOLS_PER_SLOT
 from workers.fetch import Fetcher
 from workers.robots import RobotsPolicy
 from workers.soft404 import Soft404Probe
@@ -181,7 +182,8 @@ class WorkerContext:
             # One request per host at a time, so one kept-alive connection per host; keep the
             # pools of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
             # each every few seconds) so keep-alive survives between their fetches.
-            pool_maxsize=2, pool_connections=max(1000, 4 * cfg.fetch_concurrency),
+            pool_maxsize=2,
+            pool_connections=max(1000, KEPT_POOLS_PER_SLOT * cfg.fetch_concurrency),
             extra_ca=cfg.ca_bundle or None,
         )
         self.robots = robots_cache(self.frontier)

@@ -28,6 +28,7 @@ from typing import Any
 import redis
 
 from workers.completion import apply_results
+from workers.fdlimit import fit_capacity_to_fd_limit
 from workers.messages import FetchOrder
 from workers.pipeline import LeaseResult, finish_pending, run_lease
 
@@ -339,7 +340,8 @@ def get_engine(ctx: Any, capacity: int | None = None) -> FetchEngine:
     if _engine is None:
         with _engine_lock:
             if _engine is None:
-                _engine = FetchEngine(ctx, capacity or ctx.config.fetch_concurrency)
+                wanted = capacity or ctx.config.fetch_concurrency
+                _engine = FetchEngine(ctx, fit_capacity_to_fd_limit(wanted))
     return _engine
 
 
