@@ -44,6 +44,19 @@ MAX_ROBOTS_REDIRECTS = 5
 ALLOW_ALL, DISALLOW_ALL = "allow", "deny"
 
 
+async def read_capped(stream: aiohttp.StreamReader, limit: int) -> bytes:
+    """The body up to ``limit`` bytes. ``StreamReader.read(n)`` returns what has arrived so
+    far, not n bytes: a trickled robots.txt read once lost its later rules. A line cut at the
+    limit is dropped, so a cut ``Disallow: /private`` cannot become ``Disallow: /p``."""
+    body = b""
+    while len(body) < limit:
+        chunk = await stream.read(limit - len(body))
+        if not chunk:
+            return body
+        body += chunk
+    return body[:body.rfind(b"\n") + 1]
+
+
 def owner(host: str, procs: int) -> int:
     return zlib.crc32(host.encode()) % procs
 
@@ -184,7 +197,7 @@ class Loop:
         rules: Any = None
         try:
             async with self.session.get(url, allow_redirects=False) as resp:
-                body = await resp.content.read(ROBOTS_LIMIT)
+                body = await read_capped(resp.content, ROBOTS_LIMIT)
                 status, location = resp.status, resp.headers.get("Location")
             if 300 <= status < 400 and location and hops < MAX_ROBOTS_REDIRECTS:
                 self.robots_next[host] = (urljoin(url, location), hops + 1)
