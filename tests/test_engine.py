@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -20,6 +21,7 @@ import redis
 
 from frontier.config import CrawlConfig
 from frontier.frontier import Frontier, Lease
+from frontier.outcomes import Outcome
 from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
 from sandbox import SandboxConfig, SandboxWeb
@@ -27,9 +29,10 @@ from workers import context
 from workers.celery_app import configure
 from workers.completion import apply_results
 from workers.crawl import init_crawl
-from workers.engine import FetchEngine, read_engines
+from workers.engine import FetchEngine
+from workers.engine_figures import read_engines
 from workers.messages import FetchOrder
-from workers.pipeline import process_leases
+from workers.pipeline import process_leases, run_lease
 
 SLOW_S = 2.0
 KEEP_S = 1.0  # lease_keep_s: shorter than the slow page, so only renewal keeps it
@@ -179,3 +182,55 @@ def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env) -> None
 
     assert page(fast[1]) in pages  # the current one was fetched
     assert page(fast[0]) not in pages  # the lapsed one was not
+
+
+def _ended_early(env: Env, namespace: str, slow_url: str, abort: bool) -> tuple[float, Any]:
+    """Fetch the slow page on an engine thread, reap its lease 0.3 s in (as the partition
+    owner's reaper does once a lease runs out) and return how long the fetch took and its
+    result."""
+    from workers.engine import _Job
+
+    frontier, slow, _fast = _crawl(env, namespace, slow_url)
+    ctx = context.get_context(env.redis_url, namespace)
+    engine = FetchEngine(ctx, capacity=4)
+    engine.abort_lapsed_fetches = abort
+    out: dict[str, Any] = {}
+    try:
+        assert frontier.begin([slow], KEEP_S, stagger=False) == [True]
+        job = _Job(FetchOrder(slow), renewed=time.monotonic())
+        with engine._lock:
+            engine._jobs[id(job)] = job
+        engine._slots.acquire()
+
+        def run() -> None:
+            t0 = time.monotonic()
+            out["result"] = run_lease(ctx, job.order.lease, job.order.ip)
+            out["took"] = time.monotonic() - t0
+            engine._forget([job])
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        job.thread, job.started = thread.ident or 0, time.monotonic()
+        time.sleep(0.3)
+        assert frontier.reap(now=time.time() + 10 * KEEP_S) == 1  # the lease is gone
+        thread.join(SLOW_S + 5)
+    finally:
+        engine.close(5.0)
+        context.close_context()
+    return out["took"], out["result"]
+
+
+def test_a_fetch_whose_lease_lapses_is_ended(env: Env) -> None:
+    """A fetch must not outlive its lease: once the lease is gone (reaped) or can no longer
+    be renewed (Redis out of reach), another worker may be given the host. The keeper ends
+    the fetch; without it the slow page runs its full SLOW_S."""
+    slow_urls = env.web.site.slow_urls()
+    took, result = _ended_early(env, "abort1", slow_urls[3 % len(slow_urls)], abort=True)
+    assert took < SLOW_S / 2, took
+    assert result.counters["err:aborted"] == 1
+    assert result.completion.outcome is Outcome.RETRY  # comes back, if the lease still were
+
+    # Negative control: the same with the keeper's abort switched off.
+    took, result = _ended_early(env, "abort2", slow_urls[4 % len(slow_urls)], abort=False)
+    assert took >= SLOW_S * 0.9, took
+    assert result.completion.outcome is Outcome.FETCHED and not result.counters["err:aborted"]

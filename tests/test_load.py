@@ -12,7 +12,7 @@ from frontier.config import CrawlConfig
 from frontier.frontier import Completion
 from frontier.outcomes import Outcome
 from workers.crawl import init_crawl
-from workers.engine import EngineFigures
+from workers.engine_figures import EngineFigures, publish_figures, read_engines
 from workers.load import Limit, _diagnose, measure
 
 
@@ -20,6 +20,11 @@ def _publish(client: redis.Redis, key: str, **kw: object) -> None:
     figures = {"worker": "w1", "capacity": 100, "in_flight": 0, "waiting": 0, "completed": 0,
                "cpu_load": 0.1, "at": time.time(), **kw}
     client.hset(key, str(figures["worker"]), json.dumps(asdict(EngineFigures(**figures))))
+
+
+def _figures(**kw: object) -> EngineFigures:
+    return EngineFigures(**{"worker": "w1", "capacity": 100, "in_flight": 0, "waiting": 0,
+                            "completed": 0, "cpu_load": 0.1, "at": time.time(), **kw})
 
 
 def test_measure_counts_ready_and_delayed_hosts_and_live_engines(
@@ -44,7 +49,11 @@ def test_measure_counts_ready_and_delayed_hosts_and_live_engines(
     assert (load.hosts_ready, load.hosts_waiting) == (4, 2)
     assert (load.engines, load.in_flight, load.waiting, load.capacity) == (1, 95, 3, 100)
     assert load.limit is Limit.INFLIGHT_CAP
-    assert redis_client.hkeys(frontier.keys.engines) == [b"w1"]  # the stale one is dropped
+    # reading only reads; the next publication drops the stopped engine's entry
+    assert sorted(redis_client.hkeys(frontier.keys.engines)) == [b"gone", b"w1"]
+    publish_figures(redis_client, frontier.keys.engines, _figures(in_flight=90))
+    assert redis_client.hkeys(frontier.keys.engines) == [b"w1"]
+    assert [f.in_flight for f in read_engines(redis_client, frontier.keys.engines)] == [90]
 
 
 def test_diagnosis_names_the_limit() -> None:

@@ -16,19 +16,19 @@ partition owner's reaper then puts them back), not for a whole fetch budget per 
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import queue
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from workers.completion import apply_results
+from workers.engine_figures import PUBLISH_S, CpuMeter, EngineFigures, publish_figures
 from workers.fdlimit import fit_capacity_to_fd_limit
+from workers.fetch import abort_fetch_in_thread
 from workers.messages import FetchOrder
 from workers.pipeline import LeaseResult, finish_pending, run_lease
 
@@ -43,8 +43,6 @@ LINGER_S = 0.1
 COMPLETERS = 1
 #: A write-back batch holds at most this many pages.
 FLUSH_BATCH = 64
-#: How often the engine's figures are published for ``trawl status`` and the progress bar.
-PUBLISH_S = 2.0
 #: Fetcher threads get this much stack (CPython's default is the 8 MiB of ulimit -s; lxml and
 #: our code need far less, and a thousand threads then reserve 256 MiB, not 8 GiB).
 THREAD_STACK_BYTES = 1024 * 1024
@@ -75,20 +73,10 @@ class _Job:
     renewed: float = 0.0
     #: the keeper found its lease expired (reaped): it must not be fetched
     stale: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class EngineFigures:
-    """What ``trawl status`` shows of one engine (published in Redis every PUBLISH_S)."""
-
-    worker: str
-    capacity: int
-    in_flight: int
-    waiting: int
-    completed: int
-    #: CPU seconds per second of this process since its previous figures (1.0: one core)
-    cpu_load: float
-    at: float
+    #: ident of the fetcher thread running it (0: not started)
+    thread: int = 0
+    #: the keeper ended its fetch because its lease lapsed
+    aborted: bool = False
 
 
 class FetchEngine:
@@ -106,11 +94,14 @@ class FetchEngine:
         self._jobs: dict[int, _Job] = {}
         self._closing = threading.Event()
         self.completed = 0
-        self._cpu_mark = (time.monotonic(), _cpu_s())
+        self._cpu = CpuMeter()
         self.renewals = 0
         self.stale_renewals = 0
         #: jobs dropped before their fetch because their lease had expired
         self.skipped_stale = 0
+        #: fetches the keeper ended because their lease lapsed; the switch is for tests
+        self.aborted_lapsed = 0
+        self.abort_lapsed_fetches = True
         self._completers = [threading.Thread(target=self._complete_loop, daemon=True,
                                              name=f"trawl-completer-{i}")
                             for i in range(COMPLETERS)]
@@ -168,10 +159,11 @@ class FetchEngine:
         return len(self._jobs)
 
     def _run(self, job: _Job) -> None:
+        job.thread = threading.get_ident()
         job.started = time.monotonic()
         cfg = self.ctx.config
-        # Start only with time left on the lease for a good part of a fetch (a fetch outliving
-        # its lease while Redis is out of reach could overlap another worker's: not fixed).
+        # Start only with time left on the lease for a good part of a fetch; one that runs on
+        # while its lease lapses is ended by the keeper (abort_lapsed).
         fresh_s = cfg.lease_keep_s - min(cfg.total_timeout_s, cfg.lease_keep_s / 2)
         if job.stale or job.started - job.renewed > fresh_s:
             # Its lease has expired (or may have: the keeper could not renew it, Redis being
@@ -251,6 +243,7 @@ class FetchEngine:
         published = 0.0
         while not self._closing.wait(every):
             self.renew()
+            self.abort_lapsed()
             if time.monotonic() - published >= PUBLISH_S:
                 published = time.monotonic()
                 self._publish()
@@ -286,26 +279,41 @@ class FetchEngine:
             log.warning("%d leases in this worker expired before renewal", stale)
         return len(current) - stale
 
+    def abort_lapsed(self) -> int:
+        """End the fetches whose lease this worker can no longer vouch for: reaped (stale), or
+        not renewed for half of ``lease_keep_s`` (Redis out of reach: two renewals failed, and
+        the lease runs out within one more keeper period). Another worker may be given the URL
+        once the lease expires, and a fetch running on past that would be a second request to
+        the host at once. Returns how many fetches were ended."""
+        if not self.abort_lapsed_fetches:
+            return 0
+        now = time.monotonic()
+        limit_s = self.ctx.config.lease_keep_s / 2
+        with self._lock:
+            lapsed = [j for j in self._jobs.values() if j.thread and not j.aborted
+                      and (j.stale or now - j.renewed > limit_s)]
+        ended = 0
+        for job in lapsed:
+            job.aborted = True
+            why = (f"lease lapsed: not renewed for {now - job.renewed:.1f} s "
+                   f"(lease_keep_s {self.ctx.config.lease_keep_s})")
+            if abort_fetch_in_thread(job.thread, why):
+                ended += 1
+                log.warning("fetch of %s ended: %s", job.order.lease.entry.url, why)
+        self.aborted_lapsed += ended
+        return ended
+
     def figures(self) -> EngineFigures:
         with self._lock:
             waiting = sum(1 for j in self._jobs.values() if not j.started)
             total = len(self._jobs)
-        now, cpu = time.monotonic(), _cpu_s()
-        then, cpu_then = self._cpu_mark
-        self._cpu_mark = (now, cpu)
-        load = (cpu - cpu_then) / (now - then) if now > then else 0.0
         return EngineFigures(worker=self.ctx.worker_id, capacity=self.capacity,
                              in_flight=total - waiting, waiting=waiting,
-                             completed=self.completed, cpu_load=round(load, 3),
+                             completed=self.completed, cpu_load=self._cpu.load(),
                              at=time.time())
 
     def _publish(self) -> None:
-        figures = self.figures()
-        try:
-            self.ctx.client.hset(self.ctx.frontier.keys.engines, figures.worker,
-                                 json.dumps(asdict(figures)))
-        except (redis.RedisError, OSError) as exc:
-            log.debug("engine figures not published: %s", exc)
+        publish_figures(self.ctx.client, self.ctx.frontier.keys.engines, self.figures())
 
     # -- shutdown ----------------------------------------------------------------------------
     def close(self, timeout_s: float) -> None:
@@ -322,11 +330,6 @@ class FetchEngine:
         if self._jobs:
             log.warning("%d fetches unfinished at shutdown: their leases expire and the URLs "
                         "come back", len(self._jobs))
-
-
-def _cpu_s() -> float:
-    t = os.times()
-    return t.user + t.system
 
 
 _engine: FetchEngine | None = None
@@ -352,25 +355,3 @@ def close_engine(timeout_s: float | None = None) -> None:
     if engine is not None:
         engine.close(engine.ctx.config.total_timeout_s + 5.0 if timeout_s is None
                      else timeout_s)
-
-
-def read_engines(client: Any, key: str, now: float | None = None,
-                 max_age_s: float = 3 * PUBLISH_S) -> list[EngineFigures]:
-    """The live engines' latest figures (entries older than ``max_age_s`` are of stopped
-    workers and are dropped)."""
-    now = time.time() if now is None else now
-    live: list[EngineFigures] = []
-    dead: list[Any] = []
-    for worker, raw in client.hgetall(key).items():
-        try:
-            figures = EngineFigures(**json.loads(raw))
-        except (TypeError, ValueError):
-            dead.append(worker)
-            continue
-        if now - figures.at <= max_age_s:
-            live.append(figures)
-        else:
-            dead.append(worker)
-    if dead:
-        client.hdel(key, *dead)
-    return live

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from frontier.frontier import Frontier
-from workers.engine import read_engines
+from workers.engine_figures import read_engines
 
 #: An engine this busy (CPU seconds per second; a worker process runs Python on one core)
 #: is CPU-bound.

@@ -20,6 +20,7 @@ Relative imports throughout, so a copy of the package can be loaded under anothe
 
 from __future__ import annotations
 
+from .deadline import abort_fetch_in_thread
 from .fetcher import Fetcher
 from .result import (
     DEFAULT_ALLOWED_CONTENT_TYPES,
@@ -34,4 +35,5 @@ __all__ = [
     "ROBOTS_MAX_BYTES",
     "FetchResult",
     "Fetcher",
+    "abort_fetch_in_thread",
 ]

@@ -26,13 +26,15 @@ class _Deadline:
     pooled connection that another fetch has taken over.
     """
 
-    __slots__ = ("at", "conn", "done", "fired")
+    __slots__ = ("at", "conn", "done", "fired", "why")
 
     def __init__(self, at: float) -> None:
         self.at = at
         self.conn: Any = None
         self.done = False
         self.fired = False
+        #: why it fired before its time ("" when its time was simply up)
+        self.why = ""
 
     def _abort(self) -> None:  # called with the watchdog lock held
         self.fired = True
@@ -61,10 +63,13 @@ class _Watchdog:
         self._heap: list[tuple[float, int, _Deadline]] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        #: the deadline of the fetch each thread is running (by thread ident)
+        self._by_thread: dict[int, _Deadline] = {}
 
     def arm(self, timeout_s: float) -> _Deadline:
         d = _Deadline(time.monotonic() + timeout_s)
         with self._cond:
+            self._by_thread[threading.get_ident()] = d
             heapq.heappush(self._heap, (d.at, next(self._seq), d))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
@@ -78,6 +83,19 @@ class _Watchdog:
     def disarm(self, d: _Deadline) -> None:
         with self.lock:
             d.done = True
+            if self._by_thread.get(threading.get_ident()) is d:
+                del self._by_thread[threading.get_ident()]
+
+    def abort_thread(self, ident: int, why: str) -> bool:
+        """End the fetch thread ``ident`` is running now, as if its time were up (the fetch
+        engine's lease keeper: a fetch must not outlive its lease). False if none runs."""
+        with self.lock:
+            d = self._by_thread.get(ident)
+            if d is None or d.done or d.fired:
+                return False
+            d.why = why
+            d._abort()
+            return True
 
     def _run(self) -> None:
         with self._cond:
@@ -96,4 +114,10 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+
+
+def abort_fetch_in_thread(ident: int, why: str) -> bool:
+    """End the fetch that thread ``ident`` is running now (error ``aborted``, ``why`` as its
+    detail); False if it runs none."""
+    return _WATCHDOG.abort_thread(ident, why)
 _current = threading.local()  # .deadline: the _Deadline of the fetch running in this thread

@@ -261,15 +261,19 @@ class Fetcher:
             if deadline.fired and res.error is None:
                 # The watchdog shut the socket: http.client may take that EOF for the end of
                 # the headers or body, so the response looks complete but is not.
-                res.error = "timeout"
-                res.error_detail = f"total timeout {self.total_timeout_s}s"
+                res.error, res.error_detail = (
+                    ("aborted", deadline.why) if deadline.why
+                    else ("timeout", f"total timeout {self.total_timeout_s}s"))
                 res.truncated = True
         except Exception as e:
-            res.error = "timeout" if deadline.fired else _classify(e)
-            res.error_detail = (
-                f"total timeout {self.total_timeout_s}s" if deadline.fired
-                else f"{type(e).__name__}: {e}"[:500]
-            )
+            if deadline.why:
+                res.error, res.error_detail = "aborted", deadline.why
+            else:
+                res.error = "timeout" if deadline.fired else _classify(e)
+                res.error_detail = (
+                    f"total timeout {self.total_timeout_s}s" if deadline.fired
+                    else f"{type(e).__name__}: {e}"[:500]
+                )
             if res.status is not None:
                 res.truncated = True
         finally:

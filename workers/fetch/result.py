@@ -37,6 +37,8 @@ ERROR_CLASSES: dict[str, str] = {
     "too_large": "decoded body exceeded max_bytes; body kept up to the cap, truncated=True",
     "content_type_skipped": "media type not in the allow list; body not downloaded",
     "too_many_redirects": "fetch_robots: still a redirect after 5 hops",
+    "aborted": "the worker ended the fetch: its lease had lapsed (Redis out of reach), so "
+               "another worker may be fetching the host",
     "fetch_error": "any other failure (see error_detail)",
 }
 
