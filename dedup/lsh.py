@@ -63,8 +63,9 @@ def band_fields(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
     return [bytes((i,)) + v for i, v in enumerate(band_values(sig, bands, rows))]
 
 
-class Keys:
-    """Key names of one crawl's dedup state, all in one hash slot."""
+class LshKeys:
+    """Key names of one crawl's dedup state, all in one hash slot (the frontier's keys are
+    ``frontier.keys.Keys``)."""
 
     def __init__(self, namespace: str, bands: int) -> None:
         tag = f"{{{namespace}:dedup}}"
@@ -96,7 +97,7 @@ class LSHIndex:
         self.num_perm, self.bands, self.rows = num_perm, bands, rows
         self.need = math.ceil(threshold * num_perm - 1e-9)
         self.max_candidates, self.max_bucket = max_candidates, max_bucket
-        self.keys = Keys(namespace, bands)
+        self.keys = LshKeys(namespace, bands)
         self._keys = self.keys.all()
 
     def queue_check(self, pipe: SlotPipeline, fingerprint: bytes, host: str, url: str,
