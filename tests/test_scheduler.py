@@ -16,7 +16,10 @@ from frontier.frontier import Completion, Entry
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
 from workers.messages import FetchOrder
-from workers.scheduler import LINGER_S, SWEEP_S, Scheduler
+from workers.scheduler import Scheduler
+
+SWEEP_S = CrawlConfig.partition_sweep_s  # the tests' configs keep the defaults
+LINGER_S = CrawlConfig.task_linger_s
 
 
 def test_leases_go_back_when_the_broker_refuses_the_task(redis_client: redis.Redis) -> None:

@@ -29,6 +29,7 @@ from typing import IO, Any
 import xxhash
 from protego import Protego
 
+from workers.fetch.result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
 from workers.useragent import ROBOTS_TOKEN, user_agent
 
 __all__ = [
@@ -38,7 +39,6 @@ __all__ = [
     "ttl_for",
 ]
 
-ROBOTS_MAX_BYTES = 500 * 1024
 KINDS = ("parsed", "allow_all_4xx", "unavailable", "unparseable")
 _FORMAT = b"R1"
 _CACHE_SIZE = 256
@@ -162,7 +162,8 @@ def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = 86400, error_ttl_s: float = 
     return error_ttl_s if policy.kind == "unavailable" else ok_ttl_s
 
 
-def fetch_policy(url: str, timeout_s: float = 10.0, max_redirects: int = 5) -> RobotsPolicy:
+def fetch_policy(url: str, timeout_s: float = 10.0,
+                 max_redirects: int = ROBOTS_MAX_REDIRECTS) -> RobotsPolicy:
     """Fetch robots.txt over HTTP(S) and apply the status rules."""
     import requests  # only the CLI and tests fetch directly; workers use their fetcher
 
@@ -175,7 +176,7 @@ def fetch_policy(url: str, timeout_s: float = 10.0, max_redirects: int = 5) -> R
             if 200 <= resp.status_code < 300:
                 for chunk in resp.iter_content(65536):
                     body += chunk
-                    if len(body) > ROBOTS_MAX_BYTES:
+                    if len(body) >= ROBOTS_FETCH_BYTES:
                         break
             return RobotsPolicy.from_response(resp.status_code, bytes(body), None)
     except requests.TooManyRedirects as exc:
@@ -200,7 +201,7 @@ def robots_command(
     else:
         try:
             with open(source, "rb") as fh:
-                body = fh.read(ROBOTS_MAX_BYTES + 1)
+                body = fh.read(ROBOTS_FETCH_BYTES)
         except OSError as exc:
             print(f"trawl robots: cannot read {source}: {exc}", file=sys.stderr)
             return 2

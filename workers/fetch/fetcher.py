@@ -11,6 +11,7 @@ from urllib.parse import urljoin
 from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
+from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from frontier.memo import BoundedMemo
 from workers.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
@@ -19,12 +20,7 @@ from .deadline import _WATCHDOG, _current
 from .pinned import _PinnedPoolManager
 from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error
 from .response import _HTTP_VERSIONS, _discard, _drain, _media_type, _read_body
-from .result import (
-    DEFAULT_ALLOWED_CONTENT_TYPES,
-    ROBOTS_MAX_BYTES,
-    ROBOTS_MAX_REDIRECTS,
-    FetchResult,
-)
+from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult
 from .tls import pool_tls_kwargs
 
 #: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
@@ -55,11 +51,11 @@ class Fetcher:
         self,
         resolver: Resolver,
         user_agent: str,
-        connect_timeout_s: float = 5.0,
-        read_timeout_s: float = 15.0,
-        total_timeout_s: float = 30.0,
-        max_bytes: int = 10 * 1024 * 1024,
-        allowed_content_types: Iterable[str] = DEFAULT_ALLOWED_CONTENT_TYPES,
+        connect_timeout_s: float = CrawlConfig.connect_timeout_s,
+        read_timeout_s: float = CrawlConfig.read_timeout_s,
+        total_timeout_s: float = CrawlConfig.total_timeout_s,
+        max_bytes: int = CrawlConfig.max_body_bytes,
+        allowed_content_types: Iterable[str] = DEFAULT_CONTENT_TYPES,
         allow_private: bool = False,
         pool_maxsize: int = 2,
         pool_connections: int = 1000,
@@ -123,7 +119,7 @@ class Fetcher:
                      hop_delay_s: float = 0.0) -> FetchResult:
         """GET a robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2).
 
-        The body is capped at :data:`ROBOTS_MAX_BYTES`; the cap truncates (``truncated``)
+        The body is capped at :data:`ROBOTS_FETCH_BYTES`; the cap truncates (``truncated``)
         without setting ``error``. Any media type is accepted. ``ip`` applies to the original
         URL's host only; redirect targets are resolved (and checked) anew. ``elapsed_s`` and
         ``started_at`` cover all hops; ``redirects`` lists the URLs that redirected.
@@ -137,7 +133,7 @@ class Fetcher:
         current = url
         while True:
             hop_ip = ip if _hostname(current) == first_host else None
-            res = self._fetch(current, hop_ip, None, ROBOTS_MAX_BYTES, filter_types=False,
+            res = self._fetch(current, hop_ip, None, ROBOTS_FETCH_BYTES, filter_types=False,
                               truncation_is_error=False)
             elapsed += res.elapsed_s
             if not res.is_redirect or res.error is not None:
