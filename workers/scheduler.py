@@ -109,14 +109,7 @@ class Scheduler:
         if not owners:
             return StepResult(0, None)
         parts = list(owners)
-        sweep = (now - self._swept >= self.config.partition_sweep_s
-                 or self._swept_parts != frozenset(parts))
-        if now - self._last_reap >= REAP_EVERY_S:
-            reaped = self.frontier.reap(now, partitions=owners)
-            if reaped:
-                log.warning("re-queued %d expired leases", reaped)
-                sweep = True
-            self._last_reap = now
+        sweep = self._reap_and_sweep(now, owners)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
         size = self.config.task_batch
@@ -150,6 +143,25 @@ class Scheduler:
         leases, ips = self._resolve(leases)
         fresh = self._gate(leases, ips, now) if leases else []
         self._inflight += len(leases)
+        return StepResult(self._send_tasks(fresh, now), self._earliest(parts))
+
+    def _reap_and_sweep(self, now: float, owners: Mapping[int, str]) -> bool:
+        """Re-queue expired leases (every REAP_EVERY_S); True when this step asks every
+        partition: a sweep is due, the owned partitions changed, or leases were re-queued."""
+        sweep = (now - self._swept >= self.config.partition_sweep_s
+                 or self._swept_parts != frozenset(owners))
+        if now - self._last_reap >= REAP_EVERY_S:
+            reaped = self.frontier.reap(now, partitions=owners)
+            if reaped:
+                log.warning("re-queued %d expired leases", reaped)
+                sweep = True
+            self._last_reap = now
+        return sweep
+
+    def _send_tasks(self, fresh: list[tuple[Lease, str | None]], now: float) -> int:
+        """Send the held and newly granted leases as tasks of task_batch URLs; a short last
+        task may be held back (see below). Returns how many URLs were sent."""
+        size = self.config.task_batch
         granted, held = self._held + fresh, len(self._held)
         self._held = []
         cut = len(granted) - len(granted) % size
@@ -164,7 +176,7 @@ class Scheduler:
             self._held = granted[cut:]
             granted = granted[:cut]
         self._dispatch(granted)
-        return StepResult(len(granted), self._earliest(parts))
+        return len(granted)
 
     def flush(self) -> int:
         """Send the leases waiting to fill a task (at once: the scheduler stops, or they

@@ -39,6 +39,7 @@ class Fetcher:
     requests used), False or a CA bundle file or directory; ``extra_ca`` is a PEM file of CAs
     trusted in addition to it (see :mod:`workers.fetch.tls`). Responses without Content-Type
     are downloaded (the parser sniffs); set ``allow_missing_content_type=False`` to skip them.
+    Limits default to the crawl's defaults (``CrawlConfig``); a worker passes its crawl's.
 
     Pools: one per (scheme, host, port, IP), at most ``pool_connections`` of them kept (least
     recently used evicted and closed), each keeping at most ``pool_maxsize`` idle keep-alive
