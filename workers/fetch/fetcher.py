@@ -16,7 +16,7 @@ from frontier.memo import BoundedMemo
 from workers.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
 from .classify import _classify
-from .deadline import _WATCHDOG, _current
+from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
 from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error
 from .response import _HTTP_VERSIONS, _discard, _drain, _media_type, _read_body
@@ -171,40 +171,13 @@ class Fetcher:
             res.error, res.error_detail = "invalid_url", str(e)
             return res
         host = target.host.strip("[]")
-
+        ip = self._checked_ip(res, host, ip)
         if ip is None:
-            try:
-                ip = self.resolver.resolve(host)
-            except ForbiddenAddressError as e:
-                res.error, res.error_detail = "forbidden_ip", str(e)
-                return res
-            except DNSError as e:
-                res.error, res.error_detail = "dns", f"{e.kind}: {e}"
-                return res
-            except Exception as e:  # a broken resolver must not break the no-raise contract
-                res.error, res.error_detail = "dns", repr(e)
-                return res
-        res.ip = ip
-        forbidden = self._forbidden.get(ip)
-        if forbidden is None:
-            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
-        if forbidden:
-            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
             return res
-
         https = target.scheme == "https"
         default_port = 443 if https else 80
         port = target.port
-        host_header = target.host if port in (None, default_port) else f"{target.host}:{port}"
-        headers: dict[str, str] = {
-            "Host": host_header,
-            "User-Agent": self.user_agent,
-            "Accept": self.accept,
-            "Accept-Encoding": "gzip, deflate",
-            "Connection": "keep-alive",
-        }
-        if extra_headers:
-            headers = _merge_headers(headers, extra_headers)
+        headers = self._request_headers(target.host, port, default_port, extra_headers)
         res.request_headers = list(headers.items())
 
         deadline = _WATCHDOG.arm(self.total_timeout_s)
@@ -226,35 +199,8 @@ class Fetcher:
                 pool_timeout=None, release_conn=False, chunked=False,
                 preload_content=False, decode_content=False,
             )
-            status: int = resp.status
-            rheaders = resp.headers
-            location = rheaders.get("Location")
-            if location and status in _REDIRECT_STATUSES:
-                err = _redirect_location_error(location)
-                if err is not None:
-                    raise err
-            res.status = status
-            res.reason = resp.reason or ""
-            res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
-            # raw_items: as items() for http.client's latin-1 headers, without the per-value
-            # policy pass; duplicates and order as sent
-            msg = resp._original_response.msg
-            res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
-            res.content_type = _media_type(rheaders.get("Content-Type"))
-            if 300 <= status < 400:
-                res.location = location
-            elif filter_types and not self.content_type_allowed(res.content_type):
-                res.error = "content_type_skipped"
-                res.error_detail = f"content type {res.content_type!r} not allowed"
-                _discard(resp)  # drop the connection rather than download the body
-                return res
-            if location and status in _REDIRECT_STATUSES:
-                # requests consumed and dropped a redirect's body (body b""); we do the same,
-                # but undecoded and only up to the cap, else drop the connection.
-                _drain(resp, max_bytes)
-            else:
-                _read_body(resp, res, max_bytes, deadline, truncation_is_error,
-                           self.total_timeout_s)
+            self._read_response(res, resp, max_bytes, deadline, filter_types=filter_types,
+                                truncation_is_error=truncation_is_error)
             if deadline.fired and res.error is None:
                 # The watchdog shut the socket: http.client may take that EOF for the end of
                 # the headers or body, so the response looks complete but is not.
@@ -276,3 +222,75 @@ class Fetcher:
             if resp is not None and (res.error is not None or res.truncated):
                 _discard(resp)
         return res
+
+    def _checked_ip(self, res: FetchResult, host: str, ip: str | None) -> str | None:
+        """The IP to connect to (``ip``, else the resolver's answer), or None with ``res``'s
+        error set (dns, forbidden_ip): every address is checked before a connection."""
+        if ip is None:
+            try:
+                ip = self.resolver.resolve(host)
+            except ForbiddenAddressError as e:
+                res.error, res.error_detail = "forbidden_ip", str(e)
+                return None
+            except DNSError as e:
+                res.error, res.error_detail = "dns", f"{e.kind}: {e}"
+                return None
+            except Exception as e:  # a broken resolver must not break the no-raise contract
+                res.error, res.error_detail = "dns", repr(e)
+                return None
+        res.ip = ip
+        forbidden = self._forbidden.get(ip)
+        if forbidden is None:
+            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
+        if forbidden:
+            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
+            return None
+        return ip
+
+    def _request_headers(self, host: str, port: int | None, default_port: int,
+                         extra_headers: Mapping[str, str] | None) -> dict[str, str]:
+        """The GET's headers: Host (with a port only when not the scheme's), our identity."""
+        host_header = host if port in (None, default_port) else f"{host}:{port}"
+        headers: dict[str, str] = {
+            "Host": host_header,
+            "User-Agent": self.user_agent,
+            "Accept": self.accept,
+            "Accept-Encoding": "gzip, deflate",
+            "Connection": "keep-alive",
+        }
+        if extra_headers:
+            headers = _merge_headers(headers, extra_headers)
+        return headers
+
+    def _read_response(self, res: FetchResult, resp: Any, max_bytes: int, deadline: _Deadline, *,
+                       filter_types: bool, truncation_is_error: bool) -> None:
+        """Status, headers and body of ``resp`` into ``res``; raises what urllib3 raises."""
+        status: int = resp.status
+        rheaders = resp.headers
+        location = rheaders.get("Location")
+        if location and status in _REDIRECT_STATUSES:
+            err = _redirect_location_error(location)
+            if err is not None:
+                raise err
+        res.status = status
+        res.reason = resp.reason or ""
+        res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
+        # raw_items: as items() for http.client's latin-1 headers, without the per-value
+        # policy pass; duplicates and order as sent
+        msg = resp._original_response.msg
+        res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
+        res.content_type = _media_type(rheaders.get("Content-Type"))
+        if 300 <= status < 400:
+            res.location = location
+        elif filter_types and not self.content_type_allowed(res.content_type):
+            res.error = "content_type_skipped"
+            res.error_detail = f"content type {res.content_type!r} not allowed"
+            _discard(resp)  # drop the connection rather than download the body
+            return
+        if location and status in _REDIRECT_STATUSES:
+            # requests consumed and dropped a redirect's body (body b""); we do the same,
+            # but undecoded and only up to the cap, else drop the connection.
+            _drain(resp, max_bytes)
+        else:
+            _read_body(resp, res, max_bytes, deadline, truncation_is_error,
+                       self.total_timeout_s)
