@@ -223,7 +223,7 @@ class CrawlConfig:
     task_batch: int = 16
     #: A scheduler step's last task, if short of task_batch while at least two tasks' worth
     #: is in flight, waits up to this long for the next steps' leases (its hosts wait that
-    #: much longer; 0 = until the next step). 50 ms: tasks stay full at no visible delay.
+    #: much longer; 0 = until the next step). 50 ms is short against host delays of seconds.
     task_linger_s: float = 0.05
     #: Every owned partition is asked for due hosts at least this often, hinted or not (a
     #: lost due-hint, a partition just taken over, costs at most this); between sweeps only
