@@ -1,16 +1,28 @@
-"""The settings table: every field documented and validated, bad values named at crawl start."""
+"""The settings table: every field documented and validated, bad values named at crawl start,
+and a setting moved out of the code read from the crawl's config where it is used."""
 
 from __future__ import annotations
 
 import ast
 import inspect
+import time
 import typing
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
+import redis
 
 import frontier.config
 from frontier.config import NON_NEGATIVE, POSITIVE, ConfigError, CrawlConfig
+from frontier.redisserver import EmbeddedRedis
+from sandbox import SandboxConfig, SandboxWeb
+from sandbox.layout import SpecialKind
+from workers import context
+from workers.celery_app import configure
+from workers.crawl import init_crawl
+from workers.pipeline import process_leases
+from workers.tasks import apply_results
 
 #: Numeric settings checked by a rule of their own instead of the sign tables.
 OWN_RULE = {"fetch_lease_s", "bloom_error_rate", "soft404_threshold"}
@@ -71,3 +83,34 @@ def test_bad_tunable_is_named(name: str, value: object) -> None:
 def test_defaults_validate_and_round_trip() -> None:
     cfg = CrawlConfig().validate()
     assert CrawlConfig.from_json(cfg.to_json()) == cfg
+
+
+def test_retry_http_statuses_decide_which_answers_are_retried(
+        redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    """The sandbox's always-500 page is retried under the default statuses and is the page's
+    answer once 500 is left out of retry_http_statuses."""
+    outcomes = {}
+    with SandboxWeb(SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=2,
+                                  crawl_delay_s=0.0), tmp_path / "web.log") as web:
+        assert web.site is not None
+        (url,) = web.site.special_urls(SpecialKind.ERROR)
+        for name, statuses in (("default", None), ("no500", [429, 502, 503, 504])):
+            settings = {} if statuses is None else {"retry_http_statuses": statuses}
+            cfg = CrawlConfig(namespace=f"retry-{name}", partitions=2, host_delay_s=0.0,
+                              output_dir=str(tmp_path / name), allow_private_ips=True,
+                              soft404_probe=False, static_hosts=web.resolver_map,
+                              **settings).validate()  # type: ignore[arg-type]
+            frontier = init_crawl(redis_client, cfg, [url])
+            configure(redis_server.url, cfg.namespace)
+            context.close_context()
+            try:
+                ctx = context.get_context(redis_server.url, cfg.namespace)
+                (robots,), _ = frontier.acquire(1)  # the host's first lease fetches robots.txt
+                apply_results(ctx, [(r, None) for r in process_leases(ctx, [(robots, None)])],
+                              [])
+                (page,), _ = frontier.acquire(1, now=time.time() + 60)  # past any delay
+                (res,) = process_leases(ctx, [(page, None)])
+                outcomes[name] = res.completion.outcome
+            finally:
+                context.close_context()
+    assert outcomes == {"default": "retries", "no500": "fetched"}
