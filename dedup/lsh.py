@@ -28,6 +28,7 @@ import numpy as np
 import redis
 import xxhash
 
+from dedup.config import MAX_BANDS
 from dedup.minhash import pack
 from frontier.slotpipe import LuaScript, SlotPipeline
 
@@ -88,10 +89,10 @@ class LSHIndex:
     """The Redis side: ``check`` runs the script; the rest are read-only views."""
 
     def __init__(self, client: redis.Redis, namespace: str, num_perm: int, threshold: float,
-                 bands: int, rows: int, max_candidates: int = 64,
-                 max_bucket: int = 256) -> None:
-        if bands * rows > num_perm or bands > 255:
-            raise ValueError(f"bands={bands}, rows={rows}: at most 255 bands, and "
+                 bands: int, rows: int, max_candidates: int, max_bucket: int) -> None:
+        """Sizes as in :class:`dedup.config.DedupConfig` (which has their defaults)."""
+        if bands * rows > num_perm or bands > MAX_BANDS:
+            raise ValueError(f"bands={bands}, rows={rows}: at most {MAX_BANDS} bands, and "
                              f"bands*rows={bands * rows} may not exceed num_perm={num_perm}")
         self.client = client
         self.num_perm, self.bands, self.rows = num_perm, bands, rows
