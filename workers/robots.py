@@ -29,6 +29,7 @@ from typing import IO, Any
 import xxhash
 from protego import Protego
 
+from frontier.config import CrawlConfig
 from workers.fetch.result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
 from workers.useragent import ROBOTS_TOKEN, user_agent
 
@@ -157,7 +158,8 @@ class RobotsPolicy:
         return cls(kind, text=text, reason=reason or None, truncated=trunc == "1")
 
 
-def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = 86400, error_ttl_s: float = 600) -> float:
+def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = CrawlConfig.robots_ttl_s,
+            error_ttl_s: float = CrawlConfig.robots_error_ttl_s) -> float:
     """How long to cache a policy: errors (5xx/unreachable) are retried soon, the rest daily."""
     return error_ttl_s if policy.kind == "unavailable" else ok_ttl_s
 
