@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+
+from frontier.urls import host_of
 
 
 class UnionFind:
@@ -44,7 +45,11 @@ def clusters_of(pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
 
 
 @dataclass(frozen=True)
-class MirrorPair:
+class Mirror:
+    """Host ``host`` mirrors ``of_host``: ``duplicates`` of its ``pages`` duplicate pages of
+    ``of_host``. Found online by the dedup index (``DedupService.mirrors``) and offline from
+    a crawl's records (:func:`mirror_pairs`)."""
+
     host: str
     of_host: str
     duplicates: int
@@ -55,14 +60,11 @@ class MirrorPair:
         return self.duplicates / self.pages if self.pages else 0.0
 
 
-def host_of(url: str) -> str:
-    return urlsplit(url).netloc.lower()
-
-
 def mirror_pairs(pages_per_host: Counter[str], pairs: Iterable[tuple[str, str]],
-                 min_pages: int = 10, min_fraction: float = 0.8) -> list[MirrorPair]:
+                 min_pages: int = 10, min_fraction: float = 0.8) -> list[Mirror]:
     """Host A mirrors host B when at least ``min_fraction`` of A's pages (and ``min_pages``)
-    duplicate pages of B. ``pairs``: (duplicate url, canonical url)."""
+    duplicate pages of B. ``pairs``: (duplicate url, canonical url), canonical URLs as the
+    crawl's records hold them (hosts are their politeness keys, ``host[:port]``)."""
     counts: Counter[tuple[str, str]] = Counter()
     for dup, canon in pairs:
         a, b = host_of(dup), host_of(canon)
@@ -72,6 +74,6 @@ def mirror_pairs(pages_per_host: Counter[str], pairs: Iterable[tuple[str, str]],
     for (a, b), c in counts.items():
         if c > best.get(a, ("", 0))[1]:
             best[a] = (b, c)
-    out = [MirrorPair(a, b, c, pages_per_host[a]) for a, (b, c) in best.items()
+    out = [Mirror(a, b, c, pages_per_host[a]) for a, (b, c) in best.items()
            if c >= min_pages and c >= min_fraction * pages_per_host[a]]
     return sorted(out, key=lambda m: (-m.fraction, m.host))

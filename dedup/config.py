@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+#: Bands of the LSH index: a bucket's field starts with its band's number in one byte
+#: (dedup/lsh.py band_fields).
+MAX_BANDS = 255
+
 
 @dataclass(frozen=True)
 class DedupConfig:
@@ -40,6 +44,8 @@ class DedupConfig:
             raise ValueError(f"threshold={self.threshold}: must be in (0, 1]")
         if self.bands < 1 or self.rows < 1 or self.bands * self.rows > self.num_perm:
             raise ValueError(f"bands*rows={self.bands * self.rows} must be in 1..num_perm")
+        if self.bands > MAX_BANDS:
+            raise ValueError(f"bands={self.bands}: at most {MAX_BANDS} (one byte numbers a band)")
         if not 0.0 < self.mirror_fraction <= 1.0:
             raise ValueError(f"mirror_fraction={self.mirror_fraction}: must be in (0, 1]")
 

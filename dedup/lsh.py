@@ -28,6 +28,7 @@ import numpy as np
 import redis
 import xxhash
 
+from dedup.config import MAX_BANDS
 from dedup.minhash import pack
 from frontier.slotpipe import LuaScript, SlotPipeline
 
@@ -63,8 +64,9 @@ def band_fields(sig: np.ndarray, bands: int, rows: int) -> list[bytes]:
     return [bytes((i,)) + v for i, v in enumerate(band_values(sig, bands, rows))]
 
 
-class Keys:
-    """Key names of one crawl's dedup state, all in one hash slot."""
+class LshKeys:
+    """Key names of one crawl's dedup state, all in one hash slot (the frontier's keys are
+    ``frontier.keys.Keys``)."""
 
     def __init__(self, namespace: str, bands: int) -> None:
         tag = f"{{{namespace}:dedup}}"
@@ -87,16 +89,16 @@ class LSHIndex:
     """The Redis side: ``check`` runs the script; the rest are read-only views."""
 
     def __init__(self, client: redis.Redis, namespace: str, num_perm: int, threshold: float,
-                 bands: int, rows: int, max_candidates: int = 64,
-                 max_bucket: int = 256) -> None:
-        if bands * rows > num_perm or bands > 255:
-            raise ValueError(f"bands={bands}, rows={rows}: at most 255 bands, and "
+                 bands: int, rows: int, max_candidates: int, max_bucket: int) -> None:
+        """Sizes as in :class:`dedup.config.DedupConfig` (which has their defaults)."""
+        if bands * rows > num_perm or bands > MAX_BANDS:
+            raise ValueError(f"bands={bands}, rows={rows}: at most {MAX_BANDS} bands, and "
                              f"bands*rows={bands * rows} may not exceed num_perm={num_perm}")
         self.client = client
         self.num_perm, self.bands, self.rows = num_perm, bands, rows
         self.need = math.ceil(threshold * num_perm - 1e-9)
         self.max_candidates, self.max_bucket = max_candidates, max_bucket
-        self.keys = Keys(namespace, bands)
+        self.keys = LshKeys(namespace, bands)
         self._keys = self.keys.all()
 
     def queue_check(self, pipe: SlotPipeline, fingerprint: bytes, host: str, url: str,

@@ -19,8 +19,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from dedup.clusters import clusters_of, host_of, mirror_pairs
+from dedup.clusters import clusters_of, mirror_pairs
 from dedup.minhash import from_base64
+from frontier.urls import host_of
 
 
 def read_records(records_dir: Path) -> Iterator[dict[str, Any]]:

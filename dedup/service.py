@@ -10,6 +10,7 @@ import numpy as np
 import redis
 import xxhash
 
+from dedup.clusters import Mirror
 from dedup.config import DedupConfig
 from dedup.lsh import LSHIndex
 from dedup.minhash import MinHasher, OnePermutationHasher, to_base64
@@ -18,18 +19,6 @@ from dedup.text import page_token_string
 from frontier.slotpipe import SlotPipeline
 
 Kind = Literal["unique", "exact", "near", "skipped"]
-
-
-@dataclass(frozen=True)
-class Mirror:
-    host: str
-    of_host: str
-    duplicates: int
-    pages: int
-
-    @property
-    def fraction(self) -> float:
-        return self.duplicates / self.pages if self.pages else 0.0
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 Units are in the names (``_s`` seconds, ``_bytes``), so no setting needs a guess. The whole
 config is stored in Redis when a crawl starts, so a worker that joins later (``trawl worker``)
-runs with exactly the crawl's settings.
+runs with exactly the crawl's settings. Constants that stay in the code are implementation
+details (cache sizes, retry pacing of internal loops, formats): each says there why it is not
+a setting.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from dedup.config import DedupConfig
 from workers.useragent import DEFAULT_CONTACT
 
 log = logging.getLogger(__name__)
@@ -23,9 +26,13 @@ E_BAD_VALUE = (
 E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
 
 
-#: Crawl orderings (front-queue priorities) a crawl may select.
+#: Crawl orderings (front queues' priorities) a crawl may select.
 ORDERINGS = ("bfs", "random", "indegree", "opic")
+#: URL-seen filter implementations (frontier/redisbloom.py).
 BLOOM_BACKENDS = ("auto", "lua", "redisbloom")
+#: Media types a crawl downloads unless ``allowed_content_types`` says otherwise; also the
+#: default of a Fetcher built without a config (workers/fetch/fetcher.py).
+DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
 
 
 class ConfigError(ValueError):
@@ -34,6 +41,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class CrawlConfig:
+    """Every setting of a crawl with its default; :meth:`validate` refuses what cannot work."""
+
     #: Crawl name; every Redis key of the crawl starts with it, so crawls can share a Redis.
     namespace: str = "trawl"
     #: Number of partitions P (fixed for the life of a crawl). partition = hash(host) mod P.
@@ -52,19 +61,30 @@ class CrawlConfig:
     ip_delay_s: float = 0.0
 
     # --- fetching ----------------------------------------------------------------------
+    #: Contact URL (http(s):// or mailto:) sent in the User-Agent so that a site's operator
+    #: can reach the crawl's; required (workers/useragent.py).
     user_agent_contact: str = DEFAULT_CONTACT
+    #: Seconds to open the TCP connection to the host's IP; slower counts as a timeout.
     connect_timeout_s: float = 5.0
+    #: Seconds without a byte from the server (each socket read) before the fetch times out.
     read_timeout_s: float = 15.0
+    #: Wall time of a whole fetch, however slowly the server trickles bytes
+    #: (workers/fetch/deadline.py); leases are sized from it (fetch_lease_s, lease_ttl_s).
     total_timeout_s: float = 30.0
+    #: Cap on a decoded body (10 MiB): a longer one is kept up to the cap and recorded as
+    #: too_large, so a decompression bomb costs what an ordinary large page costs.
     max_body_bytes: int = 10 * 1024 * 1024
+    #: Media types whose bodies are downloaded (``type/*`` allowed), checked on the response
+    #: headers before the body; others are recorded as content_type_skipped. HTML is parsed.
     allowed_content_types: list[str] = field(
-        default_factory=lambda: ["text/html", "application/xhtml+xml", "text/plain"]
+        default_factory=lambda: list(DEFAULT_CONTENT_TYPES)
     )
     #: Fetch private, loopback and link-local addresses (off for the real web; the sandbox
     #: web turns it on).
     allow_private_ips: bool = False
     #: Static host -> IP map consulted before DNS (the sandbox web's resolver).
     static_hosts: dict[str, str] = field(default_factory=dict)
+    #: Seconds a resolved address is reused before asking DNS again (failures: a minute).
     dns_ttl_s: float = 300.0
     #: DNS servers ("ip" or "ip:port") asked directly (dnspython) instead of the system
     #: resolver; empty = getaddrinfo. Lookups never block other fetches (workers/dnspool.py).
@@ -82,14 +102,25 @@ class CrawlConfig:
     fetch_concurrency: int = 2500
 
     # --- robots.txt ----------------------------------------------------------------------
+    #: How long a fetched robots.txt is obeyed before it is fetched again (24 h: RFC 9309
+    #: §2.4 says a cached copy should not be used longer). Soft-404 probes are kept as long.
     robots_ttl_s: float = 86400.0
     #: How long a 5xx/unreachable robots.txt (disallow all, RFC 9309) is kept before retrying.
     robots_error_ttl_s: float = 600.0
+    #: Seconds a worker process reuses a robots.txt policy or soft-404 probe it read from
+    #: Redis without reading it again (hot hosts cost no Redis read); a minute, so a policy
+    #: fetched anew reaches every worker soon.
+    host_cache_local_ttl_s: float = 60.0
 
     # --- retries -------------------------------------------------------------------------
+    #: Retries of a URL whose fetch got no response or a status in retry_http_statuses,
+    #: before it is recorded as failed with its reason (attempts = max_retries + 1).
     max_retries: int = 2
     #: Backoff before retry n is retry_backoff_s * 2**(n-1), applied to the host's next fetch.
     retry_backoff_s: float = 1.0
+    #: HTTP statuses worth another try later (a rate limit, server errors: the server may
+    #: recover); any other status is the page's answer. Only 400-599.
+    retry_http_statuses: list[int] = field(default_factory=lambda: [429, 500, 502, 503, 504])
 
     # --- scope ---------------------------------------------------------------------------
     #: Hosts or domains allowed (a domain allows its subdomains). Empty = the seeds' hosts.
@@ -97,18 +128,25 @@ class CrawlConfig:
     #: Hosts or domains never crawled (a domain denies its subdomains); wins over allowed.
     denied_domains: list[str] = field(default_factory=list)
     #: Regular expressions (``re.search`` on the canonical URL): when any is given, a URL must
-    #: match one to be admitted; a URL matching any deny pattern is never admitted.
+    #: match one to be admitted.
     allow_url_patterns: list[str] = field(default_factory=list)
+    #: Regular expressions: a URL matching any of them is never admitted (wins over allow).
     deny_url_patterns: list[str] = field(default_factory=list)
+    #: Links more than this many links away from a seed are not admitted (0 = unlimited).
     max_depth: int = 50
     #: Stop admitting new URLs once this many were admitted (0 = unlimited).
     max_pages: int = 0
-    #: Admit at most this many URLs per host / per registered domain (public-suffix aware;
-    #: 0 = unlimited).
+    #: Admit at most this many URLs per host (0 = unlimited).
     max_pages_per_host: int = 0
+    #: Admit at most this many URLs per registered domain (public-suffix aware; 0 = unlimited).
     max_pages_per_domain: int = 0
+    #: Canonical URLs longer than this are invalid links (0 = the canonicalizer's own cap).
     max_url_length: int = 2048
+    #: Redirect hops followed from one URL (each hop is a polite fetch of its own); a longer
+    #: chain is cut and counted as redirects_too_long.
     max_redirects: int = 5
+    #: Links taken from one page; the rest are dropped, so a page of millions of links
+    #: cannot flood the frontier.
     max_links_per_page: int = 5000
 
     # --- spider-trap defences (frontier/traps.py) -------------------------------------------
@@ -133,9 +171,14 @@ class CrawlConfig:
     #: Probe each host once with a random missing path; pages like the probe's answer are
     #: soft-404s (a server that answers 200 to every path): recorded, their links not followed.
     soft404_probe: bool = True
+    #: Estimated Jaccard (of token sets, in (0, 1]) at or above which a page is its host's
+    #: soft-404 template. 0.7: real pages scored 0.00-0.44 and templates 1.00 on
+    #: vectors/realpages (workers/soft404.py); raise it if real pages are caught.
+    soft404_threshold: float = 0.7
     #: IRLbot-style per-registered-domain budget of admitted URLs: base + per_linking_domain x
     #: (distinct other registered domains seen linking in). 0 = no budget.
     domain_budget_base: int = 0
+    #: Budget added per distinct other registered domain linking in (see domain_budget_base).
     domain_budget_per_linking_domain: int = 0
 
     # --- crawl ordering (front queues) -------------------------------------------------------
@@ -144,7 +187,10 @@ class CrawlConfig:
     ordering: str = "bfs"
 
     # --- URL-seen Bloom filter -------------------------------------------------------------
+    #: URLs the URL-seen filter is sized for, crawl-wide (split over the partitions); past it
+    #: a partition's filter grows a layer instead of saturating.
     bloom_capacity: int = 10_000_000
+    #: False-positive rate at bloom_capacity: a URL wrongly taken as seen is never fetched.
     bloom_error_rate: float = 0.01
     #: auto (RedisBloom's BF.MADD where every Redis node of the crawl has it, else Lua over
     #: bitmaps), lua or redisbloom; fixed when the crawl is created (frontier/redisbloom.py).
@@ -175,75 +221,63 @@ class CrawlConfig:
     #: 16 against 8 (2 workers x 8 threads, alternating runs): 216-245 (mean 234) vs 200-239
     #: (mean 218); 12 and 32 no better than 16.
     task_batch: int = 16
+    #: A scheduler step's last task, if short of task_batch while at least two tasks' worth
+    #: is in flight, waits up to this long for the next steps' leases (its hosts wait that
+    #: much longer; 0 = until the next step). 50 ms is short against host delays of seconds.
+    task_linger_s: float = 0.05
+    #: Every owned partition is asked for due hosts at least this often, hinted or not (a
+    #: lost due-hint, a partition just taken over, costs at most this); between sweeps only
+    #: the partitions known or hinted to have a due host are (workers/scheduler.py).
+    partition_sweep_s: float = 1.0
 
-    # --- near-duplicates (dedup.config.DedupConfig fields, e.g. {"threshold": 0.9}) ----------
+    # --- worker processes ------------------------------------------------------------------
+    #: Redis connections of one worker process, shared by its fetcher threads (robots.txt
+    #: and soft-404 caches), the completer and the lease keeper. Lower it when many workers
+    #: meet Redis's maxclients.
+    worker_redis_connections: int = 64
+
+    # --- near-duplicates (dedup/) ------------------------------------------------------------
+    #: Detect exact and near-duplicate pages (MinHash LSH in Redis): recorded as such, and by
+    #: default their links are not followed.
     dedup_enabled: bool = True
+    #: Fields of dedup.config.DedupConfig to change, e.g. {"threshold": 0.9}; checked when the
+    #: crawl starts (all workers must use the same).
     dedup_settings: dict[str, Any] = field(default_factory=dict)
 
     # --- output --------------------------------------------------------------------------
+    #: Directory of the WARC files (warc/) and JSONL records (records/), on each worker's host.
     output_dir: str = "trawl-out"
+    #: A worker starts a new WARC file once its current one reaches this size (1 GB, the
+    #: customary WARC file size).
     warc_max_bytes: int = 1_000_000_000
+    #: Write every response to WARC; off, only the JSONL records are written.
     store_warc: bool = True
 
     def validate(self) -> CrawlConfig:
         """Raise ConfigError naming the first bad setting; warn on impolite ones."""
-        positive = [
-            "partitions", "max_retries", "lease_ttl_s", "max_inflight", "task_batch",
-            "connect_timeout_s", "read_timeout_s", "total_timeout_s", "max_body_bytes",
-            "bloom_capacity", "max_redirects", "max_links_per_page", "robots_ttl_s",
-            "partition_ttl_s", "fetch_concurrency", "lease_keep_s", "dns_timeout_s",
-        ]
-        for name in positive:
-            value = getattr(self, name)
-            ok = value >= 0 if name == "max_retries" else value > 0
-            if not ok or (isinstance(value, float) and math.isnan(value)):
-                raise ConfigError(E_BAD_VALUE.format(name=name, value=value, why="must be > 0"))
-        for name in ("host_delay_s", "ip_delay_s", "adaptive_delay_factor", "max_delay_s",
-                     "retry_backoff_s", "robots_error_ttl_s"):
-            value = getattr(self, name)
-            if not value >= 0:
-                raise ConfigError(E_BAD_VALUE.format(name=name, value=value, why="must be >= 0"))
-        if not 0 < self.bloom_error_rate < 0.5:
-            raise ConfigError(E_BAD_VALUE.format(
-                name="bloom_error_rate", value=self.bloom_error_rate, why="must be in (0, 0.5)"))
-        if self.ip_concurrency < 0:
-            raise ConfigError(E_BAD_VALUE.format(
-                name="ip_concurrency", value=self.ip_concurrency, why="must be >= 0"))
+        _check_numbers(self)
         if self.fetch_lease_s <= 0:
             self.fetch_lease_s = 2 * self.total_timeout_s + 5.0
-        if self.lease_ttl_s < 2 * self.total_timeout_s + 5.0:
-            raise ConfigError(E_BAD_VALUE.format(
-                name="lease_ttl_s", value=self.lease_ttl_s,
-                why=f"must be at least 2 x total_timeout_s + 5 = "
-                    f"{2 * self.total_timeout_s + 5.0:g} so a fetch fits in its lease"))
-        if self.bloom_backend not in BLOOM_BACKENDS:
-            raise ConfigError(E_BAD_VALUE.format(
-                name="bloom_backend", value=self.bloom_backend,
-                why=f"one of {', '.join(BLOOM_BACKENDS)}"))
-        if self.ordering not in ORDERINGS:
-            raise ConfigError(E_BAD_VALUE.format(
-                name="ordering", value=self.ordering, why=f"one of {', '.join(ORDERINGS)}"))
-        for name in ("max_pages_per_host", "max_pages_per_domain", "max_url_length",
-                     "max_path_segments", "max_segment_repeats", "max_query_params",
-                     "max_query_variants_per_path", "calendar_window_years",
-                     "domain_budget_base", "domain_budget_per_linking_domain"):
-            if getattr(self, name) < 0:
-                raise ConfigError(E_BAD_VALUE.format(
-                    name=name, value=getattr(self, name), why="must be >= 0"))
-        if self.partitions > 16384:
-            raise ConfigError(E_BAD_VALUE.format(
-                name="partitions", value=self.partitions, why="at most 16384 (Redis slots)"))
-        if not self.namespace or any(c in self.namespace for c in "{} \t\n"):
-            raise ConfigError(E_BAD_VALUE.format(
-                name="namespace", value=self.namespace, why="must be non-empty, no braces/spaces"))
-        if not self.user_agent_contact.startswith(("http://", "https://", "mailto:")):
-            raise ConfigError(E_BAD_VALUE.format(
-                name="user_agent_contact", value=self.user_agent_contact,
-                why="a contact URL (http(s):// or mailto:) is required so sites can reach you"))
+        _check_choices(self)
+        self.dedup_config()
         if self.host_delay_s < 1.0 and not self.allow_private_ips:
             log.warning("host_delay_s=%.3f is under 1 s: that is going to disturb people on the "
                         "real web", self.host_delay_s)
         return self
+
+    def dedup_config(self) -> DedupConfig:
+        """The crawl's near-duplicate settings (dedup_enabled plus dedup_settings), checked."""
+        known = {f.name for f in fields(DedupConfig)}
+        if not isinstance(self.dedup_settings, dict):
+            raise _bad("dedup_settings", self.dedup_settings, "a JSON object of dedup fields")
+        for name in self.dedup_settings:
+            if name not in known:
+                raise _bad("dedup_settings", self.dedup_settings,
+                           f"unknown key {name!r}; known: {', '.join(sorted(known))}")
+        try:
+            return DedupConfig(**{"enabled": self.dedup_enabled, **self.dedup_settings})
+        except (TypeError, ValueError) as exc:
+            raise _bad("dedup_settings", self.dedup_settings, str(exc)) from None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -267,3 +301,74 @@ class CrawlConfig:
                 raise ConfigError(E_UNKNOWN.format(name=name, known=", ".join(sorted(data))))
         data.update(changes)
         return CrawlConfig(**data)
+
+
+#: Settings that must be > 0: a zero or negative value stops the crawl or every fetch.
+POSITIVE = (
+    "partitions", "lease_ttl_s", "max_inflight", "task_batch", "connect_timeout_s",
+    "read_timeout_s", "total_timeout_s", "max_body_bytes", "bloom_capacity", "max_redirects",
+    "max_links_per_page", "robots_ttl_s", "partition_ttl_s", "fetch_concurrency",
+    "lease_keep_s", "dns_timeout_s", "partition_sweep_s", "worker_redis_connections",
+    "warc_max_bytes",
+)
+#: Settings that must be >= 0 (0 turns a delay or a limit off, or is a valid count).
+NON_NEGATIVE = (
+    "max_retries", "host_delay_s", "ip_delay_s", "adaptive_delay_factor", "max_delay_s",
+    "retry_backoff_s", "robots_error_ttl_s", "ip_concurrency", "max_depth", "max_pages",
+    "max_pages_per_host", "max_pages_per_domain", "max_url_length", "max_path_segments",
+    "max_segment_repeats", "max_query_params", "max_query_variants_per_path",
+    "calendar_window_years", "domain_budget_base", "domain_budget_per_linking_domain",
+    "dns_ttl_s", "host_cache_local_ttl_s", "task_linger_s",
+)
+
+
+def _bad(name: str, value: Any, why: str) -> ConfigError:
+    return ConfigError(E_BAD_VALUE.format(name=name, value=value, why=why))
+
+
+def _number(cfg: CrawlConfig, name: str) -> float:
+    """The setting's value, refused unless it is a number (``--set x=abc`` gives a string)."""
+    value = getattr(cfg, name)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _bad(name, value, "must be a number")
+    return value
+
+
+def _check_numbers(cfg: CrawlConfig) -> None:
+    """Signs and ranges of the numeric settings (NaN fails every comparison, so is refused)."""
+    for name in POSITIVE:
+        value = _number(cfg, name)
+        if not value > 0 or math.isnan(value):
+            raise _bad(name, value, "must be > 0")
+    for name in NON_NEGATIVE:
+        value = _number(cfg, name)
+        if not value >= 0:
+            raise _bad(name, value, "must be >= 0")
+    if not 0 < _number(cfg, "bloom_error_rate") < 0.5:
+        raise _bad("bloom_error_rate", cfg.bloom_error_rate, "must be in (0, 0.5)")
+    if not 0 < _number(cfg, "soft404_threshold") <= 1:
+        raise _bad("soft404_threshold", cfg.soft404_threshold, "must be in (0, 1]")
+    statuses = cfg.retry_http_statuses
+    if not isinstance(statuses, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and 400 <= s <= 599 for s in statuses):
+        raise _bad("retry_http_statuses", statuses,
+                   "HTTP statuses from 400 to 599 (any other is a final answer)")
+    if cfg.lease_ttl_s < 2 * cfg.total_timeout_s + 5.0:
+        raise _bad("lease_ttl_s", cfg.lease_ttl_s,
+                   f"must be at least 2 x total_timeout_s + 5 = "
+                   f"{2 * cfg.total_timeout_s + 5.0:g} so a fetch fits in its lease")
+    if cfg.partitions > 16384:
+        raise _bad("partitions", cfg.partitions, "at most 16384 (Redis slots)")
+
+
+def _check_choices(cfg: CrawlConfig) -> None:
+    """Settings picked from a list, and the crawl's name and contact."""
+    if cfg.bloom_backend not in BLOOM_BACKENDS:
+        raise _bad("bloom_backend", cfg.bloom_backend, f"one of {', '.join(BLOOM_BACKENDS)}")
+    if cfg.ordering not in ORDERINGS:
+        raise _bad("ordering", cfg.ordering, f"one of {', '.join(ORDERINGS)}")
+    if not cfg.namespace or any(c in cfg.namespace for c in "{} \t\n"):
+        raise _bad("namespace", cfg.namespace, "must be non-empty, no braces/spaces")
+    if not cfg.user_agent_contact.startswith(("http://", "https://", "mailto:")):
+        raise _bad("user_agent_contact", cfg.user_agent_contact,
+                   "a contact URL (http(s):// or mailto:) is required so sites can reach you")

@@ -214,7 +214,8 @@ def _diagnose(url: str, base: str | None) -> str:
 
 
 def host_of(canonical_url: str) -> str:
-    """The politeness key ``host[:port]`` of an already-canonical URL (no parsing)."""
+    """The politeness key ``host[:port]`` of an already-canonical URL (no parsing; userinfo
+    dropped). Every host of the crawl is this one: queues, records, dedup's mirror hosts."""
     start = canonical_url.find("://") + 3
     end = canonical_url.find("/", start)
     netloc = canonical_url[start:] if end < 0 else canonical_url[start:end]

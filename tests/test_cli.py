@@ -38,6 +38,8 @@ def test_bad_redis_url_is_named(capsys, tmp_path: Path, url: str) -> None:
 @pytest.mark.parametrize(("setting", "word"), [
     ("partitions=0", "partitions"), ("bloom_error_rate=0.9", "bloom_error_rate"),
     ("no_such_thing=1", "no_such_thing"), ("user_agent_contact=\"me\"", "user_agent_contact"),
+    ('dedup_settings={"threshold": 2}', "dedup_settings"),
+    ('dedup_settings={"treshold": 0.9}', "treshold"),
 ])
 def test_bad_config_value_is_named(capsys, redis_server: EmbeddedRedis, tmp_path: Path,
                                    setting: str, word: str) -> None:

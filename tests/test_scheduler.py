@@ -16,7 +16,10 @@ from frontier.frontier import Completion, Entry
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
 from workers.messages import FetchOrder
-from workers.scheduler import LINGER_S, SWEEP_S, Scheduler
+from workers.scheduler import Scheduler
+
+SWEEP_S = CrawlConfig.partition_sweep_s  # the tests' configs keep the defaults
+LINGER_S = CrawlConfig.task_linger_s
 
 
 def test_leases_go_back_when_the_broker_refuses_the_task(redis_client: redis.Redis) -> None:
@@ -191,3 +194,21 @@ def test_short_task_waits_to_be_filled_while_plenty_is_in_flight(
     scheduler.run(lambda: True)
     assert [len(b) for b in _sent_batches(redis_client, queue)] == [4] * 11 + [1, 1]
     assert frontier.stats()["inflight"] == 46
+
+
+def test_sweep_interval_is_the_crawl_setting(redis_client: redis.Redis, redis_server) -> None:
+    """partition_sweep_s decides when a step next asks every partition: an unhinted host is
+    found after it (here 0.2 s, well before the default 1 s)."""
+    hosts = {f"h{i}.test": "127.0.0.1" for i in range(2)}
+    cfg = CrawlConfig(namespace="sched6", partitions=4, allow_private_ips=True,
+                      ip_concurrency=0, host_delay_s=0.0, static_hosts=hosts,
+                      partition_sweep_s=0.2).validate()
+    frontier = init_crawl(redis_client, cfg, ["http://h0.test/"])
+    scheduler = Scheduler(redis_client, cfg, Celery("sweep", broker=redis_server.url))
+    assert scheduler.step().dispatched == 1  # the first step sweeps every partition
+    pipe = frontier.pipeline()
+    frontier.queue_admit(pipe, [("h1.test", "http://h1.test/", Entry("http://h1.test/"))])
+    pipe.execute()
+    assert scheduler.step().dispatched == 0  # unhinted: it waits for the next sweep ...
+    time.sleep(0.25)
+    assert scheduler.step().dispatched == 1  # ... which comes after partition_sweep_s

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from lxml import etree
 
+from frontier.config import CrawlConfig
 from workers.dns import CachingResolver
 from workers.fetch import Fetcher
 from workers.parse import parse_html
 from workers.soft404 import (
     PROBE_PREFIX,
-    THRESHOLD,
     Soft404Probe,
     is_soft404,
     page_tokens,
@@ -32,6 +32,7 @@ from workers.soft404 import (
 )
 from workers.useragent import user_agent
 
+THRESHOLD = CrawlConfig.soft404_threshold
 VECTORS = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
 REALPAGES = sorted((VECTORS / "realpages").glob("*.html"))
 SERVED_REAL = ["guardian-1.html", "lwn-1.html", "v8-blog.html"]

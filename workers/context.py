@@ -19,7 +19,6 @@ from typing import Generic, TypeVar
 import redis
 from redis.cluster import RedisCluster
 
-from dedup.config import DedupConfig
 from dedup.service import DedupService
 from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Frontier
@@ -39,10 +38,6 @@ from workers.useragent import user_agent
 log = logging.getLogger(__name__)
 V = TypeVar("V")
 
-#: Redis connections of a worker process, shared by its fetcher threads (robots.txt and
-#: soft-404 caches), the completer and the lease keeper.
-WORKER_REDIS_CONNECTIONS = 64
-
 E_NO_CRAWL = (
     "No crawl named {ns!r} in Redis at {url}: start one with 'trawl crawl' (or 'trawl demo') "
     "first, or pass the right --namespace."
@@ -56,14 +51,24 @@ def load_config(client: redis.Redis, namespace: str, url: str = "") -> CrawlConf
     return CrawlConfig.from_json(raw.decode())
 
 
+#: Hosts a HostCache keeps in the process before it starts over: a memory bound, not a
+#: setting (a miss costs one Redis read, and the hosts in rotation come back at once).
+HOST_CACHE_LOCAL_HOSTS = 50_000
+#: URLs per generation of the seen-memo and links resolved in the link memo: memory bounds
+#: of caches that change only how often Redis is asked, never what is crawled.
+SEEN_MEMO_URLS = 50_000
+LINK_MEMO_LINKS = 100_000
+
+
 class HostCache(Generic[V]):
     """Per-host values kept in Redis with a TTL (robots.txt policies, soft-404 probes),
-    mirrored in the process for ``local_ttl_s`` so hot hosts cost no Redis read."""
+    mirrored in the process for ``local_ttl_s`` (host_cache_local_ttl_s) so hot hosts cost
+    no Redis read."""
 
     def __init__(self, load: Callable[[str], bytes | None],
                  store: Callable[[str, bytes, float], None],
                  decode: Callable[[bytes], V | None], encode: Callable[[V], bytes],
-                 what: str, local_ttl_s: float = 60.0) -> None:
+                 what: str, local_ttl_s: float) -> None:
         self._load, self._store = load, store
         self._decode, self._encode = decode, encode
         self.what = what
@@ -96,19 +101,19 @@ class HostCache(Generic[V]):
 
     def _remember(self, host: str, value: V, ttl: float) -> None:
         with self._lock:
-            if len(self._local) > 50_000:
+            if len(self._local) > HOST_CACHE_LOCAL_HOSTS:
                 self._local.clear()
             self._local[host] = (time.monotonic() + ttl, value)
 
 
-def robots_cache(frontier: Frontier) -> HostCache[RobotsPolicy]:
+def robots_cache(frontier: Frontier, local_ttl_s: float) -> HostCache[RobotsPolicy]:
     return HostCache(frontier.robots_get, frontier.robots_set, RobotsPolicy.from_bytes,
-                     RobotsPolicy.to_bytes, "robots.txt policy")
+                     RobotsPolicy.to_bytes, "robots.txt policy", local_ttl_s)
 
 
-def soft404_cache(frontier: Frontier) -> HostCache[Soft404Probe]:
+def soft404_cache(frontier: Frontier, local_ttl_s: float) -> HostCache[Soft404Probe]:
     return HostCache(frontier.soft404_get, frontier.soft404_set, Soft404Probe.from_json,
-                     lambda probe: probe.to_json().encode(), "soft-404 probe")
+                     lambda probe: probe.to_json().encode(), "soft-404 probe", local_ttl_s)
 
 
 class SeenMemo:
@@ -125,7 +130,7 @@ class SeenMemo:
     up the older is dropped, so the URLs in use stay.
     """
 
-    def __init__(self, size: int = 50_000) -> None:
+    def __init__(self, size: int = SEEN_MEMO_URLS) -> None:
         self.size = size
         self.server: str | None = None
         self._new: set[str] = set()
@@ -154,10 +159,11 @@ class SeenMemo:
 class WorkerContext:
     def __init__(self, redis_url: str, namespace: str) -> None:
         self.redis_url = redis_url
+        # The pool's size is a crawl setting, so the config is read first on its own client.
+        with client_from_url(redis_url) as boot:
+            self.config = cfg = load_config(boot, namespace, redis_url)
         self.client = client_from_url(redis_url, health_check_interval=30,
-                                      max_connections=WORKER_REDIS_CONNECTIONS)
-        self.config = load_config(self.client, namespace, redis_url)
-        cfg = self.config
+                                      max_connections=cfg.worker_redis_connections)
         self.frontier = Frontier(self.client, cfg)
         self.scope = Scope.from_config(cfg)
         self.strip = ParamStripper(cfg.session_id_params)
@@ -165,7 +171,7 @@ class WorkerContext:
         #: its navigation, on every page (the bench's sandbox web: 8,038 distinct links among
         #: 66,236 on 800 pages), and canonicalization + scope cost 5.9 us a link (issue 7).
         self.links: BoundedMemo[str, tuple[str, str, tuple[str | None, str | None]]] = (
-            BoundedMemo(100_000))
+            BoundedMemo(LINK_MEMO_LINKS))
         self.seen = (SeenMemo() if cfg.ordering in ("bfs", "random")
                      and not self.frontier.budgets_on
                      and not isinstance(self.client, RedisCluster) else None)
@@ -181,16 +187,15 @@ class WorkerContext:
             allow_private=cfg.allow_private_ips,
             # One request per host at a time, so one kept-alive connection per host; keep the
             # pools of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
-            # each every few seconds) so keep-alive survives between their fetches.
+            # each every few seconds) so keep-alive survives between their fetches. Internal
+            # sizing that follows from the politeness rule, so not settings.
             pool_maxsize=2,
             pool_connections=max(1000, KEPT_POOLS_PER_SLOT * cfg.fetch_concurrency),
             extra_ca=cfg.ca_bundle or None,
         )
-        self.robots = robots_cache(self.frontier)
-        self.soft404 = soft404_cache(self.frontier)
-        self.dedup = DedupService(self.client, cfg.namespace,
-                                  DedupConfig(**{"enabled": cfg.dedup_enabled,
-                                                 **cfg.dedup_settings}))
+        self.robots = robots_cache(self.frontier, cfg.host_cache_local_ttl_s)
+        self.soft404 = soft404_cache(self.frontier, cfg.host_cache_local_ttl_s)
+        self.dedup = DedupService(self.client, cfg.namespace, cfg.dedup_config())
         out = Path(cfg.output_dir)
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.warc = (WarcWriter(out / "warc", prefix=f"trawl-{self.worker_id}",
@@ -206,7 +211,8 @@ class WorkerContext:
 _context: WorkerContext | None = None
 _context_lock = threading.Lock()
 
-#: Cyclic GC thresholds of a worker process (CPython's default: 700, 10, 10).
+#: Cyclic GC thresholds of a worker process (CPython's default: 700, 10, 10); CPU tuning
+#: measured for the worker's allocation pattern (see tune_gc), not crawl behaviour.
 GC_THRESHOLDS = (20_000, 50, 100)
 
 

@@ -38,19 +38,28 @@ from workers.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
+# The timing of membership follows from partition_ttl_s (the setting); the constants below
+# are safety margins and retry pacing of this module's loops, not crawl behaviour.
+
 #: Stop acting as owner this fraction of ``partition_ttl_s`` before the claims can expire.
+#: Not a setting: smaller risks two owners at once (clock rates, a late heartbeat).
 OWNERSHIP_MARGIN = 0.1
-#: Heartbeat retry interval while Redis does not answer (seconds).
+#: Heartbeat retry interval while Redis does not answer (seconds). Not a setting: ownership
+#: is decided by partition_ttl_s; this only paces the retries.
 RETRY_S = 1.0
 #: A heartbeat runs this long after another member's entry expires (its claims were renewed a
 #: few ms after it), so a dead member's partitions move one TTL after its last heartbeat, not
-#: up to one heartbeat interval later.
+#: up to one heartbeat interval later. Not a setting: it covers a few ms of script latency.
 EXPIRY_SLACK_S = 0.25
 #: While some of its partitions are still held by others (a handover or expiry under way), a
-#: member retries its claims this often instead of once per heartbeat interval.
+#: member retries its claims this often instead of once per heartbeat interval. Not a
+#: setting: a claim of a partition still held costs one script and changes nothing.
 CLAIM_RETRY_S = 1.0
-#: While failing, repeat the warning at most this often (seconds).
+#: While failing, repeat the warning at most this often (seconds). Logging only.
 LOG_EVERY_S = 10.0
+#: A scheduler thread that failed (Redis or the broker away, a bug) waits this long before
+#: it tries again. Not a setting: the heartbeat decides ownership meanwhile.
+SCHEDULER_RETRY_S = 1.0
 
 
 class Member:
@@ -206,10 +215,10 @@ class Member:
             except (redis.RedisError, kombu.exceptions.KombuError, OSError) as exc:
                 # Redis or the broker away: wait and go on; the heartbeat decides ownership.
                 log.warning("scheduler: %s: %s", type(exc).__name__, exc)
-                self._stop.wait(1.0)
+                self._stop.wait(SCHEDULER_RETRY_S)
             except Exception:  # a bug must not silently stop this member's partitions
                 log.exception("scheduler step failed; retrying")
-                self._stop.wait(1.0)
+                self._stop.wait(SCHEDULER_RETRY_S)
 
     def start(self, schedule: bool = True) -> Member:
         try:

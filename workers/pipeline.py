@@ -22,19 +22,13 @@ from frontier.outcomes import Outcome
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
 from workers.context import WorkerContext
-from workers.fetch import FetchResult
+from workers.fetch import HTML_TYPES, FetchResult
 from workers.parse import Link, parse_html
 from workers.robots import RobotsPolicy, ttl_for
 from workers.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
 from workers.useragent import ROBOTS_TOKEN
 
 log = logging.getLogger(__name__)
-
-#: Fetch errors worth another try later (the server or the network may recover).
-RETRYABLE_ERRORS = frozenset({"timeout", "connect_error", "connection_reset", "invalid_response",
-                              "dns"})
-RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
 
 @dataclass
@@ -70,11 +64,6 @@ def _origin(url: str) -> str:
 
 def robots_url(url: str) -> str:
     return _origin(url) + "/robots.txt"
-
-
-def process_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
-    """Never raises: an unexpected error becomes a retry, then a failure with its reason."""
-    return process_leases(ctx, [(lease, ip)])[0]
 
 
 def run_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
@@ -156,7 +145,7 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
         result.record = _record(lease, Outcome.OUT_OF_SCOPE, res.started_at, ip,
                                 reason=res.error_detail)
         return result
-    if res.status is None or res.status in RETRYABLE_STATUS:
+    if res.status is None or res.status in cfg.retry_http_statuses:
         kind = res.error or f"http_{res.status}"
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
@@ -256,7 +245,8 @@ def _fetched(
         page.found = len(parsed.links)
         page.links = parsed.links
         if (probe is not None and probe.soft404_host and parsed.tree is not None
-                and is_soft404(probe, signature_of(parsed.tree, entry.url))):
+                and is_soft404(probe, signature_of(parsed.tree, entry.url),
+                               ctx.config.soft404_threshold)):
             # The host's "not found" page under another name: recorded, not indexed as a
             # document, and its links (the way into the endless space) not followed.
             result.counters["soft404_pages"] += 1

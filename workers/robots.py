@@ -29,6 +29,8 @@ from typing import IO, Any
 import xxhash
 from protego import Protego
 
+from frontier.config import CrawlConfig
+from workers.fetch.result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
 from workers.useragent import ROBOTS_TOKEN, user_agent
 
 __all__ = [
@@ -38,7 +40,6 @@ __all__ = [
     "ttl_for",
 ]
 
-ROBOTS_MAX_BYTES = 500 * 1024
 KINDS = ("parsed", "allow_all_4xx", "unavailable", "unparseable")
 _FORMAT = b"R1"
 _CACHE_SIZE = 256
@@ -157,12 +158,14 @@ class RobotsPolicy:
         return cls(kind, text=text, reason=reason or None, truncated=trunc == "1")
 
 
-def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = 86400, error_ttl_s: float = 600) -> float:
+def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = CrawlConfig.robots_ttl_s,
+            error_ttl_s: float = CrawlConfig.robots_error_ttl_s) -> float:
     """How long to cache a policy: errors (5xx/unreachable) are retried soon, the rest daily."""
     return error_ttl_s if policy.kind == "unavailable" else ok_ttl_s
 
 
-def fetch_policy(url: str, timeout_s: float = 10.0, max_redirects: int = 5) -> RobotsPolicy:
+def fetch_policy(url: str, timeout_s: float = 10.0,
+                 max_redirects: int = ROBOTS_MAX_REDIRECTS) -> RobotsPolicy:
     """Fetch robots.txt over HTTP(S) and apply the status rules."""
     import requests  # only the CLI and tests fetch directly; workers use their fetcher
 
@@ -175,7 +178,7 @@ def fetch_policy(url: str, timeout_s: float = 10.0, max_redirects: int = 5) -> R
             if 200 <= resp.status_code < 300:
                 for chunk in resp.iter_content(65536):
                     body += chunk
-                    if len(body) > ROBOTS_MAX_BYTES:
+                    if len(body) >= ROBOTS_FETCH_BYTES:
                         break
             return RobotsPolicy.from_response(resp.status_code, bytes(body), None)
     except requests.TooManyRedirects as exc:
@@ -200,7 +203,7 @@ def robots_command(
     else:
         try:
             with open(source, "rb") as fh:
-                body = fh.read(ROBOTS_MAX_BYTES + 1)
+                body = fh.read(ROBOTS_FETCH_BYTES)
         except OSError as exc:
             print(f"trawl robots: cannot read {source}: {exc}", file=sys.stderr)
             return 2

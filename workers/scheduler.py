@@ -2,13 +2,13 @@
 
 Each step leases due hosts from the partitions that have one (one batched script call: those
 whose last acquire said a host is due by now, those a worker hinted since, and every partition
-once per ``SWEEP_S``), passes them through the per-IP gate, and sends them as tasks of
+once per ``partition_sweep_s``), passes them through the per-IP gate, and sends them as tasks of
 ``task_batch`` URLs of distinct hosts. The number of leases
 out at once is bounded by ``max_inflight``, so the broker queue stays short and every task a
 worker receives is due now. Tasks are kept full where that costs little (Celery's cost and a
 task's round trips are per task): a step waits for a whole task's worth of room, tops a short
 last task up from partitions with hosts still due, and, while plenty is in flight, lets it wait
-up to ``LINGER_S`` for the next steps' leases.
+up to ``task_linger_s`` for the next steps' leases.
 """
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from workers.messages import FetchOrder
 
 log = logging.getLogger(__name__)
 
-#: Every owned partition is acquired at least this often, hinted or not (a lost hint, a
-#: partition just taken over). Between sweeps a step acquires only the partitions whose last
-#: acquire said a host is due by now, or that a worker hinted (Frontier.queue_due_hints).
-SWEEP_S = 1.0
-#: A step's last task, if not full while plenty is in flight, waits this long for the next
-#: steps' leases to fill it (see Scheduler.step). Its hosts wait that much longer; a scheduler
-#: that dies meanwhile leaves those leases to the reaper (lease_ttl_s), as it would any lease
-#: it had acquired but not yet sent.
-LINGER_S = 0.05
+#: How often a step reaps expired leases of its partitions. Not a setting: a reaped URL
+#: waited lease_keep_s / fetch_lease_s / lease_ttl_s already, and a second more is noise.
+REAP_EVERY_S = 1.0
+#: How stale the count of leases in flight may be (one pipeline per read). Not a setting: it
+#: only saves round trips; max_inflight is the limit a user sets.
+INFLIGHT_READ_EVERY_S = 0.05
+#: Longest sleep while leases are out or waiting (something may free room any moment). Not a
+#: setting: a poll interval of the loop, with no effect on what is crawled or when it is due.
+BUSY_POLL_S = 0.02
 
 
 @dataclass
@@ -81,7 +81,7 @@ class Scheduler:
         self._hint_next: float | None = None
         self._inflight = 0
         self._inflight_read = 0.0
-        #: granted leases waiting to fill a task (LINGER_S), and since when the oldest waits
+        #: granted leases waiting to fill a task (task_linger_s), and since the oldest waits
         self._held: list[tuple[Lease, str | None]] = []
         self._held_since = 0.0
         self.dispatched = 0
@@ -90,7 +90,7 @@ class Scheduler:
 
     def inflight(self, now: float, partitions: list[int]) -> int:
         """Leases out of ``partitions``, re-read from Redis at most every 50 ms."""
-        if now - self._inflight_read > 0.05:
+        if now - self._inflight_read > INFLIGHT_READ_EVERY_S:
             pipe = self.frontier.pipeline()
             self.frontier.queue_inflight(pipe, partitions)
             self._inflight = sum(int(v or 0) for v in pipe.execute())
@@ -100,7 +100,7 @@ class Scheduler:
     def step(self, owners: Mapping[int, str] | None = None) -> StepResult:
         """One round over ``owners`` (partition -> fencing value; None = all, unfenced)."""
         now = time.time()
-        if self._held and now - self._held_since >= LINGER_S:
+        if self._held and now - self._held_since >= self.config.task_linger_s:
             self.flush()
         if self._dns_waiting:
             self._dispatch_resolved(now)
@@ -109,13 +109,7 @@ class Scheduler:
         if not owners:
             return StepResult(0, None)
         parts = list(owners)
-        sweep = now - self._swept >= SWEEP_S or self._swept_parts != frozenset(parts)
-        if now - self._last_reap >= 1.0:
-            reaped = self.frontier.reap(now, partitions=owners)
-            if reaped:
-                log.warning("re-queued %d expired leases", reaped)
-                sweep = True
-            self._last_reap = now
+        sweep = self._reap_and_sweep(now, owners)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
         size = self.config.task_batch
@@ -149,23 +143,44 @@ class Scheduler:
         leases, ips = self._resolve(leases)
         fresh = self._gate(leases, ips, now) if leases else []
         self._inflight += len(leases)
+        return StepResult(self._send_tasks(fresh, now), self._earliest(parts))
+
+    def _reap_and_sweep(self, now: float, owners: Mapping[int, str]) -> bool:
+        """Re-queue expired leases (every REAP_EVERY_S); True when this step asks every
+        partition: a sweep is due, the owned partitions changed, or leases were re-queued."""
+        sweep = (now - self._swept >= self.config.partition_sweep_s
+                 or self._swept_parts != frozenset(owners))
+        if now - self._last_reap >= REAP_EVERY_S:
+            reaped = self.frontier.reap(now, partitions=owners)
+            if reaped:
+                log.warning("re-queued %d expired leases", reaped)
+                sweep = True
+            self._last_reap = now
+        return sweep
+
+    def _send_tasks(self, fresh: list[tuple[Lease, str | None]], now: float) -> int:
+        """Send the held and newly granted leases as tasks of task_batch URLs; a short last
+        task may be held back (see below). Returns how many URLs were sent."""
+        size = self.config.task_batch
         granted, held = self._held + fresh, len(self._held)
         self._held = []
         cut = len(granted) - len(granted) % size
         if cut < len(granted) and self._inflight >= 2 * size:
             # Plenty in flight (the broker queue is not about to run dry): the last, short
-            # task waits up to LINGER_S for the next steps' leases instead of going out as is.
+            # task waits up to task_linger_s for the next steps' leases instead of going out.
+            # A scheduler that dies meanwhile leaves those leases to the reaper (lease_ttl_s),
+            # as it would any lease it had acquired but not yet sent.
             # With every host busy, a step finds only the one or two hosts a completion freed.
             if cut >= held:
                 self._held_since = now
             self._held = granted[cut:]
             granted = granted[:cut]
         self._dispatch(granted)
-        return StepResult(len(granted), self._earliest(parts))
+        return len(granted)
 
     def flush(self) -> int:
         """Send the leases waiting to fill a task (at once: the scheduler stops, or they
-        waited LINGER_S). Returns how many."""
+        waited task_linger_s). Returns how many."""
         held, self._held = self._held, []
         self._dispatch(held)
         return len(held)
@@ -308,8 +323,8 @@ class Scheduler:
                 wait = idle_sleep_s
                 if result.earliest is not None:
                     wait = min(max(result.earliest - time.time(), 0.002), idle_sleep_s)
-                time.sleep(min(wait, 0.02) if self._inflight or self._held or self._dns_waiting
-                           else wait)
+                time.sleep(min(wait, BUSY_POLL_S)
+                           if self._inflight or self._held or self._dns_waiting else wait)
         finally:
             if self._held:
                 self.flush()

@@ -8,7 +8,8 @@ cannot exist (:func:`probe_url`, ``/trawl-probe-<16 hex>.html``).
 * If the host answers 404/410 (or any non-2xx, or non-HTML), it reports missing pages
   properly: :class:`Soft404Probe` with ``signature=None``, and nothing more is done for it.
 * If it answers 2xx HTML, the probe keeps a signature of that page; a later page of the host
-  whose signature matches it (estimated Jaccard >= :data:`THRESHOLD`) is a soft 404.
+  whose signature matches it (estimated Jaccard >= the crawl's ``soft404_threshold``) is a
+  soft 404.
 
 Signature (:func:`signature_of`): the title plus the visible main text as the dedup module
 extracts it (``dedup.text``: boilerplate-frame subtrees dropped, case folded, digit runs -> 0),
@@ -23,7 +24,7 @@ template's own text is short (often under 20 tokens), and one varying word remov
 vectors/realpages against a "not found" template built from each page's own chrome (its
 paragraphs, headings, lists, tables and articles removed: the hardest case, as the chrome is
 what they share): real pages score 0.00-0.44 (median 0.02), the template under another path
-with another random reference 1.00, so :data:`THRESHOLD` 0.7 has room on both sides
+with another random reference 1.00, so the default threshold 0.7 has room on both sides
 (MinHash-64 estimates have a standard error of about 0.06).
 
 Known limit: a real page that is almost only chrome (a few words of its own on a site with a
@@ -50,14 +51,14 @@ from urllib.parse import unquote, urlsplit
 from dedup.minhash import MinHasher, estimated_jaccard, pack, unpack
 from dedup.shingles import shingle_hashes
 from dedup.text import main_text, normalize_text
+from frontier.config import CrawlConfig
 from frontier.urls import host_of
-from workers.fetch import FetchResult
+from workers.fetch import HTML_TYPES, FetchResult
 from workers.parse import parse_html
 
 __all__ = [
     "NUM_PERM",
     "PROBE_PREFIX",
-    "THRESHOLD",
     "Soft404Probe",
     "is_soft404",
     "page_tokens",
@@ -67,14 +68,14 @@ __all__ = [
     "similarity",
 ]
 
-#: Estimated Jaccard (of token sets) at or above which a page is the probe's template.
-THRESHOLD = 0.7
-#: MinHash permutations of a signature (4 bytes each).
+# The threshold is a crawl setting (soft404_threshold); these are the signature's format.
+
+#: MinHash permutations of a signature (4 bytes each). Not a setting: cached probes of the
+#: crawl must compare with pages signed the same way.
 NUM_PERM = 64
-#: Path prefix of probe URLs (visible in the hosts' logs: say what it is).
+#: Path prefix of probe URLs (visible in the hosts' logs: say what it is). Not a setting: it
+#: names the crawler's probe to site operators (and the tests find probes by it).
 PROBE_PREFIX = "/trawl-probe-"
-#: Media types whose probe answers are signed (the pipeline parses only these).
-HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: Version of the JSON form; a cached probe of another version is treated as absent.
 FORMAT = 1
 
@@ -201,10 +202,11 @@ def similarity(probe: Soft404Probe, page_signature: bytes | None) -> float | Non
     return estimated_jaccard(a, b)
 
 
-def is_soft404(probe: Soft404Probe, page_signature: bytes | None) -> bool:
+def is_soft404(probe: Soft404Probe, page_signature: bytes | None,
+               threshold: float = CrawlConfig.soft404_threshold) -> bool:
     """Is a page with this signature the host's "not found" template?"""
     sim = similarity(probe, page_signature)
-    return sim is not None and sim >= THRESHOLD
+    return sim is not None and sim >= threshold
 
 
 def run_probe(fetcher: _Fetcher, origin: str, ip: str | None = None,

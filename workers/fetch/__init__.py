@@ -23,16 +23,20 @@ from __future__ import annotations
 from .deadline import abort_fetch_in_thread
 from .fetcher import Fetcher
 from .result import (
-    DEFAULT_ALLOWED_CONTENT_TYPES,
     ERROR_CLASSES,
+    HTML_TYPES,
+    ROBOTS_FETCH_BYTES,
     ROBOTS_MAX_BYTES,
+    ROBOTS_MAX_REDIRECTS,
     FetchResult,
 )
 
 __all__ = [
-    "DEFAULT_ALLOWED_CONTENT_TYPES",
     "ERROR_CLASSES",
+    "HTML_TYPES",
+    "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
+    "ROBOTS_MAX_REDIRECTS",
     "FetchResult",
     "Fetcher",
     "abort_fetch_in_thread",

@@ -11,20 +11,16 @@ from urllib.parse import urljoin
 from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
+from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from frontier.memo import BoundedMemo
 from workers.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
 from .classify import _classify
-from .deadline import _WATCHDOG, _current
+from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
 from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error
 from .response import _HTTP_VERSIONS, _discard, _drain, _media_type, _read_body
-from .result import (
-    DEFAULT_ALLOWED_CONTENT_TYPES,
-    ROBOTS_MAX_BYTES,
-    ROBOTS_MAX_REDIRECTS,
-    FetchResult,
-)
+from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult
 from .tls import pool_tls_kwargs
 
 #: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
@@ -43,6 +39,7 @@ class Fetcher:
     requests used), False or a CA bundle file or directory; ``extra_ca`` is a PEM file of CAs
     trusted in addition to it (see :mod:`workers.fetch.tls`). Responses without Content-Type
     are downloaded (the parser sniffs); set ``allow_missing_content_type=False`` to skip them.
+    Limits default to the crawl's defaults (``CrawlConfig``); a worker passes its crawl's.
 
     Pools: one per (scheme, host, port, IP), at most ``pool_connections`` of them kept (least
     recently used evicted and closed), each keeping at most ``pool_maxsize`` idle keep-alive
@@ -55,11 +52,11 @@ class Fetcher:
         self,
         resolver: Resolver,
         user_agent: str,
-        connect_timeout_s: float = 5.0,
-        read_timeout_s: float = 15.0,
-        total_timeout_s: float = 30.0,
-        max_bytes: int = 10 * 1024 * 1024,
-        allowed_content_types: Iterable[str] = DEFAULT_ALLOWED_CONTENT_TYPES,
+        connect_timeout_s: float = CrawlConfig.connect_timeout_s,
+        read_timeout_s: float = CrawlConfig.read_timeout_s,
+        total_timeout_s: float = CrawlConfig.total_timeout_s,
+        max_bytes: int = CrawlConfig.max_body_bytes,
+        allowed_content_types: Iterable[str] = DEFAULT_CONTENT_TYPES,
         allow_private: bool = False,
         pool_maxsize: int = 2,
         pool_connections: int = 1000,
@@ -123,7 +120,7 @@ class Fetcher:
                      hop_delay_s: float = 0.0) -> FetchResult:
         """GET a robots.txt, following up to 5 redirects (RFC 9309 §2.3.1.2).
 
-        The body is capped at :data:`ROBOTS_MAX_BYTES`; the cap truncates (``truncated``)
+        The body is capped at :data:`ROBOTS_FETCH_BYTES`; the cap truncates (``truncated``)
         without setting ``error``. Any media type is accepted. ``ip`` applies to the original
         URL's host only; redirect targets are resolved (and checked) anew. ``elapsed_s`` and
         ``started_at`` cover all hops; ``redirects`` lists the URLs that redirected.
@@ -137,7 +134,7 @@ class Fetcher:
         current = url
         while True:
             hop_ip = ip if _hostname(current) == first_host else None
-            res = self._fetch(current, hop_ip, None, ROBOTS_MAX_BYTES, filter_types=False,
+            res = self._fetch(current, hop_ip, None, ROBOTS_FETCH_BYTES, filter_types=False,
                               truncation_is_error=False)
             elapsed += res.elapsed_s
             if not res.is_redirect or res.error is not None:
@@ -174,40 +171,13 @@ class Fetcher:
             res.error, res.error_detail = "invalid_url", str(e)
             return res
         host = target.host.strip("[]")
-
+        ip = self._checked_ip(res, host, ip)
         if ip is None:
-            try:
-                ip = self.resolver.resolve(host)
-            except ForbiddenAddressError as e:
-                res.error, res.error_detail = "forbidden_ip", str(e)
-                return res
-            except DNSError as e:
-                res.error, res.error_detail = "dns", f"{e.kind}: {e}"
-                return res
-            except Exception as e:  # a broken resolver must not break the no-raise contract
-                res.error, res.error_detail = "dns", repr(e)
-                return res
-        res.ip = ip
-        forbidden = self._forbidden.get(ip)
-        if forbidden is None:
-            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
-        if forbidden:
-            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
             return res
-
         https = target.scheme == "https"
         default_port = 443 if https else 80
         port = target.port
-        host_header = target.host if port in (None, default_port) else f"{target.host}:{port}"
-        headers: dict[str, str] = {
-            "Host": host_header,
-            "User-Agent": self.user_agent,
-            "Accept": self.accept,
-            "Accept-Encoding": "gzip, deflate",
-            "Connection": "keep-alive",
-        }
-        if extra_headers:
-            headers = _merge_headers(headers, extra_headers)
+        headers = self._request_headers(target.host, port, default_port, extra_headers)
         res.request_headers = list(headers.items())
 
         deadline = _WATCHDOG.arm(self.total_timeout_s)
@@ -229,35 +199,8 @@ class Fetcher:
                 pool_timeout=None, release_conn=False, chunked=False,
                 preload_content=False, decode_content=False,
             )
-            status: int = resp.status
-            rheaders = resp.headers
-            location = rheaders.get("Location")
-            if location and status in _REDIRECT_STATUSES:
-                err = _redirect_location_error(location)
-                if err is not None:
-                    raise err
-            res.status = status
-            res.reason = resp.reason or ""
-            res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
-            # raw_items: as items() for http.client's latin-1 headers, without the per-value
-            # policy pass; duplicates and order as sent
-            msg = resp._original_response.msg
-            res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
-            res.content_type = _media_type(rheaders.get("Content-Type"))
-            if 300 <= status < 400:
-                res.location = location
-            elif filter_types and not self.content_type_allowed(res.content_type):
-                res.error = "content_type_skipped"
-                res.error_detail = f"content type {res.content_type!r} not allowed"
-                _discard(resp)  # drop the connection rather than download the body
-                return res
-            if location and status in _REDIRECT_STATUSES:
-                # requests consumed and dropped a redirect's body (body b""); we do the same,
-                # but undecoded and only up to the cap, else drop the connection.
-                _drain(resp, max_bytes)
-            else:
-                _read_body(resp, res, max_bytes, deadline, truncation_is_error,
-                           self.total_timeout_s)
+            self._read_response(res, resp, max_bytes, deadline, filter_types=filter_types,
+                                truncation_is_error=truncation_is_error)
             if deadline.fired and res.error is None:
                 # The watchdog shut the socket: http.client may take that EOF for the end of
                 # the headers or body, so the response looks complete but is not.
@@ -283,3 +226,75 @@ class Fetcher:
             if resp is not None and (res.error is not None or res.truncated):
                 _discard(resp)
         return res
+
+    def _checked_ip(self, res: FetchResult, host: str, ip: str | None) -> str | None:
+        """The IP to connect to (``ip``, else the resolver's answer), or None with ``res``'s
+        error set (dns, forbidden_ip): every address is checked before a connection."""
+        if ip is None:
+            try:
+                ip = self.resolver.resolve(host)
+            except ForbiddenAddressError as e:
+                res.error, res.error_detail = "forbidden_ip", str(e)
+                return None
+            except DNSError as e:
+                res.error, res.error_detail = "dns", f"{e.kind}: {e}"
+                return None
+            except Exception as e:  # a broken resolver must not break the no-raise contract
+                res.error, res.error_detail = "dns", repr(e)
+                return None
+        res.ip = ip
+        forbidden = self._forbidden.get(ip)
+        if forbidden is None:
+            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
+        if forbidden:
+            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
+            return None
+        return ip
+
+    def _request_headers(self, host: str, port: int | None, default_port: int,
+                         extra_headers: Mapping[str, str] | None) -> dict[str, str]:
+        """The GET's headers: Host (with a port only when not the scheme's), our identity."""
+        host_header = host if port in (None, default_port) else f"{host}:{port}"
+        headers: dict[str, str] = {
+            "Host": host_header,
+            "User-Agent": self.user_agent,
+            "Accept": self.accept,
+            "Accept-Encoding": "gzip, deflate",
+            "Connection": "keep-alive",
+        }
+        if extra_headers:
+            headers = _merge_headers(headers, extra_headers)
+        return headers
+
+    def _read_response(self, res: FetchResult, resp: Any, max_bytes: int, deadline: _Deadline, *,
+                       filter_types: bool, truncation_is_error: bool) -> None:
+        """Status, headers and body of ``resp`` into ``res``; raises what urllib3 raises."""
+        status: int = resp.status
+        rheaders = resp.headers
+        location = rheaders.get("Location")
+        if location and status in _REDIRECT_STATUSES:
+            err = _redirect_location_error(location)
+            if err is not None:
+                raise err
+        res.status = status
+        res.reason = resp.reason or ""
+        res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
+        # raw_items: as items() for http.client's latin-1 headers, without the per-value
+        # policy pass; duplicates and order as sent
+        msg = resp._original_response.msg
+        res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
+        res.content_type = _media_type(rheaders.get("Content-Type"))
+        if 300 <= status < 400:
+            res.location = location
+        elif filter_types and not self.content_type_allowed(res.content_type):
+            res.error = "content_type_skipped"
+            res.error_detail = f"content type {res.content_type!r} not allowed"
+            _discard(resp)  # drop the connection rather than download the body
+            return
+        if location and status in _REDIRECT_STATUSES:
+            # requests consumed and dropped a redirect's body (body b""); we do the same,
+            # but undecoded and only up to the cap, else drop the connection.
+            _drain(resp, max_bytes)
+        else:
+            _read_body(resp, res, max_bytes, deadline, truncation_is_error,
+                       self.total_timeout_s)

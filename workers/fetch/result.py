@@ -8,19 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-#: Media types whose bodies are downloaded by :meth:`Fetcher.fetch` (``"type/*"`` allowed).
-DEFAULT_ALLOWED_CONTENT_TYPES: tuple[str, ...] = (
-    "text/html",
-    "application/xhtml+xml",
-    "text/plain",
-    "application/xml",
-    "text/xml",
-    "application/rss+xml",
-    "application/atom+xml",
-)
+#: Media types parsed as HTML (links, near-duplicates, soft-404 signatures); what is
+#: downloaded at all is the crawl's ``allowed_content_types`` (frontier/config.py).
+HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
-#: robots.txt parsers read at most 500 KiB (RFC 9309 §2.5); a little more shows truncation.
-ROBOTS_MAX_BYTES = 500 * 1024 + 4096
+#: robots.txt bytes parsed (workers/robots.py): RFC 9309 §2.5 asks parsers for at least
+#: 500 KiB; what follows the last full line before the cut is dropped.
+ROBOTS_MAX_BYTES = 500 * 1024
+#: robots.txt bytes fetched: a little more than is parsed, so the parser sees that a longer
+#: file was cut (``RobotsPolicy.truncated``) from the body alone.
+ROBOTS_FETCH_BYTES = ROBOTS_MAX_BYTES + 4096
+#: Redirects followed to a robots.txt (RFC 9309 §2.3.1.2: at least five).
 ROBOTS_MAX_REDIRECTS = 5
 
 #: Values of ``FetchResult.error``.
