@@ -189,11 +189,11 @@ def test_summary_sections_are_what_they_were() -> None:
 @pytest.fixture(scope="module")
 def crawled(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis
             ) -> Iterator[Frontier]:
-    """A small crawl in-process (robots, redirects, errors, soft 404s, duplicates), run by
+    """A small crawl in-process (robots, redirects, errors, soft 404s), run by
     acquire → pipeline → apply_results until nothing is queued or leased."""
     tmp = tmp_path_factory.mktemp("counters")
-    web_cfg = SandboxConfig(seed=5, hosts=8, pages_per_host=12, ips=4, crawl_delay_s=0.0,
-                            robots_slow_s=0.2, slow_page_s=0.2, hang_s=2.0, duplicates=True)
+    web_cfg = SandboxConfig(seed=5, hosts=12, pages_per_host=10, ips=4, crawl_delay_s=0.0,
+                            robots_slow_s=0.2, slow_page_s=0.2, hang_s=2.0)
     with SandboxWeb(web_cfg, tmp / "requests.log") as web:
         cfg = CrawlConfig(namespace="counters", partitions=4, host_delay_s=0.0,
                           adaptive_delay_factor=0.0, allow_private_ips=True, max_retries=1,
