@@ -15,7 +15,11 @@ lease's partition), not all to partition 0: in the pipeline each partition's cou
 next to its completion script, so on one server the ``hincrby`` calls of a batch still merge
 into one EVALSHA (frontier/slotpipe.py), and on a cluster they go to nodes the completions
 already visit, instead of adding partition 0's node (one hot key) to every batch's round
-trips. Readers sum the partitions (``Frontier.stats()``).
+trips. Readers sum the partitions (``Frontier.stats()``). Measured with bench/stage_cost.py
+(1,500 pages, one server, one run each, partition 0 vs spread): EVALSHA 0.47 vs 0.46 a page;
+HINCRBY run inside scripts 12.4 vs 13.4 a page (a counter is now bumped once per partition
+with pages in the batch), 11.8 vs 15.8 us a page of Redis time, against 320 us of scripts;
+apply_results 0.173 vs 0.185 ms a page, whole loop 4.29 vs 4.26 ms: within noise.
 """
 
 from __future__ import annotations
