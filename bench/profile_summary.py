@@ -16,7 +16,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("idle (thread waits, queue get, sleep)", ("wait (threading.py", "get (queue.py",
                                                "_wait_for_tstate_lock", "select (selectors.py",
                                                "poll (selectors.py", "sleep")),
-    ("warc write (gzip)", ("warcio", "storage.py", "gzip", "zlib")),
+    ("warc write (gzip)", ("warcio", "warc.py", "warc_records.py", "gzip", "zlib")),
     ("robots (protego)", ("protego", "robots.py")),
     ("near-duplicate check (text, shingles, MinHash, LSH)", ("dedup/",)),
     ("parse (lxml)", ("parse.py", "lxml")),

@@ -27,18 +27,11 @@ import redis
 
 from frontier.bloom import BloomSpec, partition_layers, url_hash
 from frontier.config import CrawlConfig
+from frontier.counters import COUNTERS
 from frontier.keys import Keys, domain_partition_of, ip_partition_of, partition_of
 from frontier.outcomes import Outcome
 from frontier.redisbloom import EXPANSION, RESERVE_RATE_FACTOR, resolve_backend
 from frontier.slotpipe import LuaScript, SlotPipeline
-
-#: Counters kept per partition in ``<prefix>s``; summed for the crawl's status.
-COUNTERS = (
-    "admitted", "seen_rejected", "queued", "inflight", "fetched", "failed", "robots_blocked",
-    "out_of_scope", "redirects", "retries", "robots_fetches", "deferred", "requeued", "stale",
-    "over_host_cap", "trap_query_variants", "over_domain_budget", "reprioritized",
-    "soft404_probes", "unsent",
-)
 
 #: Host-queue mode of each ordering: FIFO lists, priority ZSETs, or ZSETs whose queued URLs
 #: gain priority from every further link to them.

@@ -26,7 +26,7 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from workers import storage
+from workers import warc_records
 from workers.fetch import FetchResult
 from workers.storage import WarcWriter
 
@@ -58,12 +58,12 @@ def warcio_records(result: FetchResult, info_id: str) -> tuple[bytes, bytes]:
     """Uncompressed response and request records, built by warcio as storage.py did."""
     date = datetime.fromtimestamp(result.started_at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     resp_http = StatusAndHeaders(f"{result.status} {result.reason}".rstrip(),
-                                 storage._stored_headers(result), protocol=result.http_version)
+                                 warc_records.stored_headers(result), protocol=result.http_version)
     resp_warc = {"WARC-Date": date, "WARC-Warcinfo-ID": info_id}
     if result.ip:
         resp_warc["WARC-IP-Address"] = result.ip
     if result.truncated or result.error == "content_type_skipped":
-        resp_warc["WARC-Truncated"] = storage._TRUNCATION_REASON.get(result.error or "",
+        resp_warc["WARC-Truncated"] = warc_records.TRUNCATION_REASON.get(result.error or "",
                                                                      "unspecified")
     parts = urlsplit(result.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
@@ -410,7 +410,7 @@ def test_bad_ipv6_url_does_not_raise(encoder: WarcWriter) -> None:
         urlsplit(r.url)
     for member in members(encoder, r):
         parse_member(member)
-    assert storage._request_target(r.url) == "/robots.txt?x"
+    assert warc_records.request_target(r.url) == "/robots.txt?x"
 
 
 # -- the small pieces -------------------------------------------------------------------------
@@ -423,7 +423,7 @@ def test_request_target_matches_urlsplit() -> None:
     for url in urls:
         parts = urlsplit(url)
         want = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        assert storage._request_target(url) == want, url
+        assert warc_records.request_target(url) == want, url
 
 
 def test_warc_date_matches_datetime() -> None:
@@ -434,16 +434,16 @@ def test_warc_date_matches_datetime() -> None:
     stamps += [1_764_860_000.9999995, 1_764_860_000.9999996, 1e9, 3.9999e9, 1_764_860_000.0]
     for ts in stamps:
         want = datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        assert storage._warc_date(ts) == want, ts
+        assert warc_records.warc_date(ts) == want, ts
     for ts in (0.0, 12.5, 5e9):  # outside the fast range: datetime itself
-        assert storage._warc_date(ts) == (
+        assert warc_records.warc_date(ts) == (
             datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
 
 def test_record_ids_are_uuid4() -> None:
     seen = set()
     for _ in range(2000):
-        for rid in storage._record_ids():
+        for rid in warc_records.record_ids():
             assert rid.startswith("<urn:uuid:") and rid.endswith(">")
             u = uuid.UUID(rid[10:-1])
             assert u.version == 4 and u.variant == uuid.RFC_4122
@@ -455,5 +455,5 @@ def test_record_ids_are_uuid4() -> None:
 def test_sha1_label_matches_base32() -> None:
     for data in (b"", b"a", random.Random(3).randbytes(5000)):
         digest = hashlib.sha1(data).digest()
-        assert storage._sha1_label(digest) == sha1_label(data)
-    assert sha1_label(b"") == storage._EMPTY_SHA1
+        assert warc_records.sha1_label(digest) == sha1_label(data)
+    assert sha1_label(b"") == warc_records.EMPTY_SHA1

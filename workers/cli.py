@@ -336,6 +336,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from frontier.counters import ERRORS, STATUS_COLUMNS, errors
     from frontier.frontier import Frontier
     from workers.context import load_config
     from workers.crawl import connect
@@ -356,17 +357,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"crawl {args.namespace}")
-    cols = ["queued", "inflight", "admitted", "fetched", "failed", "robots_blocked", "retries"]
+    cols = STATUS_COLUMNS
     table.add_column("partition")
     for c in cols:
         table.add_column(c, justify="right")
     table.add_column("errors", justify="right")
     rows = list(enumerate(parts)) if args.partitions else []
     for p, st in rows:
-        errs = sum(v for k, v in st.items() if k.startswith("err:"))
-        table.add_row(str(p), *(str(st.get(c, 0)) for c in cols), str(errs))
-    errs = sum(v for k, v in totals.items() if k.startswith("err:"))
-    table.add_row("all", *(str(totals.get(c, 0)) for c in cols), str(errs))
+        table.add_row(str(p), *(str(st.get(c, 0)) for c in cols), str(errors(st)))
+    table.add_row("all", *(str(totals.get(c, 0)) for c in cols), str(errors(totals)))
     Console().print(table)
     print(f"pages/s since start: {rate}")
     print(f"fetches in flight: {load.in_flight} of {load.capacity} in {load.engines} engines "
@@ -374,9 +373,8 @@ def cmd_status(args: argparse.Namespace) -> int:
           f"max_inflight {load.max_inflight}); engine CPU {load.cpu_load:.0%} of a core")
     print(f"hosts: {load.hosts_ready} due now, {load.hosts_waiting} waiting on their delay")
     print(f"limited by: {load.limit.value} ({load.why})")
-    for k, v in sorted(totals.items()):
-        if k.startswith("err:"):
-            print(f"  {k[4:]}: {v}")
+    for kind, n in ERRORS.members(totals).items():
+        print(f"  {kind}: {n}")
     return 0
 
 

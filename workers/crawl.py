@@ -18,9 +18,9 @@ from typing import Any
 import redis
 
 from frontier.config import ConfigError, CrawlConfig
+from frontier.counters import ERRORS, SUMMARY_TOTALS, Shown, accounted, shown_in
 from frontier.frontier import Entry, Frontier
 from frontier.keys import Keys
-from frontier.outcomes import FINAL
 from frontier.redisclient import client_from_url
 from frontier.urls import InvalidURL, canonicalize, host_of
 
@@ -154,34 +154,18 @@ class WorkerPool:
 
 def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
               partitions: int) -> dict[str, Any]:
+    """The crawl's summary from its counters; what each line means: frontier/counters.py."""
     fetched = stats.get("fetched", 0)
-    summary: dict[str, Any] = {
-        "pages_fetched": fetched,
-        "pages_failed": stats.get("failed", 0),
-        "urls_admitted": stats.get("admitted", 0),
-        "urls_seen_rejected": stats.get("seen_rejected", 0),
-        "robots_blocked": stats.get("robots_blocked", 0),
-        "out_of_scope": stats.get("out_of_scope", 0),
-        "redirects": stats.get("redirects", 0),
-        "retries": stats.get("retries", 0),
-        "robots_fetches": stats.get("robots_fetches", 0),
-        "requeued_leases": stats.get("requeued", 0),
-        "queued": stats.get("queued", 0),
-        "inflight": stats.get("inflight", 0),
+    summary: dict[str, Any] = {key: stats.get(name, 0) for key, name in SUMMARY_TOTALS}
+    summary.update({
         "elapsed_s": round(elapsed_s, 3),
         "pages_per_s": round(fetched / elapsed_s, 2) if elapsed_s > 0 else 0.0,
         "workers": workers,
         "partitions": partitions,
-    }
-    summary["errors"] = {k[4:]: v for k, v in sorted(stats.items()) if k.startswith("err:")}
-    summary["links"] = {k: v for k, v in sorted(stats.items())
-                        if k.startswith("links_") or k.startswith("robots:")
-                        or k in ("parse_errors", "deferred", "stale", "stale_messages",
-                                  "skipped_content_type", "fenced", "over_host_cap",
-                                  "over_domain_budget", "trap_query_variants",
-                                  "soft404_pages", "soft404_hosts", "reprioritized",
-                                  "unsent")}
-    summary["accounted"] = sum(stats.get(outcome.value, 0) for outcome in FINAL)
+    })
+    summary["errors"] = ERRORS.members(stats)
+    summary["links"] = shown_in(stats, Shown.LINKS)
+    summary["accounted"] = accounted(stats)
     return summary
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, Features, record_fields
+from frontier.counters import DUPLICATES, ERRORS, LINKS_REFUSED, ROBOTS_POLICIES
 from frontier.frontier import AdmitLink, Completion, Entry, Lease
 from frontier.outcomes import Outcome
 from frontier.politeness import host_delay, retry_backoff
@@ -166,7 +167,7 @@ def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResu
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
     result = LeaseResult(Completion(lease, end + delay, Outcome.ROBOTS_FETCH, requeue=lease.entry,
                                     at_head=True))
-    result.counters[f"robots:{policy.kind}"] += 1
+    result.counters[ROBOTS_POLICIES.name(policy.kind)] += 1
     if policy.reason and policy.kind in ("unparseable", "unavailable"):
         log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
     return result
@@ -201,7 +202,7 @@ def _probe_soft404(ctx: WorkerContext, lease: Lease, ip: str | None,
 def _fail_or_retry(ctx: WorkerContext, lease: Lease, ip: str | None, kind: str, reason: str,
                    next_allowed: float, res: FetchResult | None) -> LeaseResult:
     entry, cfg = lease.entry, ctx.config
-    counters: Counter[str] = Counter({f"err:{kind}": 1})
+    counters: Counter[str] = Counter({ERRORS.name(kind): 1})
     if entry.attempts < cfg.max_retries:
         attempt = entry.attempts + 1
         retry = Entry(entry.url, entry.depth, attempt, entry.hops)
@@ -230,7 +231,7 @@ def _fetched(
         result.counters["skipped_content_type"] += 1
         page.extra["skipped"] = res.error
     elif res.error:
-        result.counters[f"err:{res.error}"] += 1
+        result.counters[ERRORS.name(res.error)] += 1
         page.extra["error"] = res.error
     if 300 <= status < 400 and res.location:
         page.found = 1
@@ -282,7 +283,7 @@ def _complete_page(ctx: WorkerContext, lease: Lease, res: FetchResult, result: L
     if dup is not None:
         extra.update(record_fields(dup))
         if dup.kind in ("exact", "near"):
-            result.counters[f"dup_{dup.kind}"] += 1
+            result.counters[DUPLICATES.name(dup.kind)] += 1
     depth = entry.depth + 1
     if page.links is None:
         pass
@@ -342,7 +343,7 @@ def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entr
         url, host, reasons = known
     reason = ctx.scope.with_depth(reasons, template.depth)
     if reason:
-        result.counters[f"links_{reason}"] += 1
+        result.counters[LINKS_REFUSED.name(reason)] += 1
         return None
     memo = ctx.seen
     if memo is not None and memo.server is not None and url in memo:

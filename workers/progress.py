@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from frontier.outcomes import FINAL
+from frontier.counters import accounted, errors
 from workers.load import CrawlLoad
 
 
@@ -52,8 +52,8 @@ class CrawlProgress:
             self._window.pop(0)
         t0, f0 = self._window[0]
         rate = (fetched - f0) / (now - t0) if now > t0 else 0.0
-        done = sum(st.get(outcome.value, 0) for outcome in FINAL)
-        errors = st.get("failed", 0) + sum(v for k, v in st.items() if k.startswith("err:"))
+        done = accounted(st)
+        failures = st.get("failed", 0) + errors(st)
         assert self.task is not None
         extra: dict[str, Any] = {}
         inflight: Any = st.get("inflight", 0)
@@ -63,7 +63,7 @@ class CrawlProgress:
                      "limit": load.limit.value}
         self.progress.update(self.task, total=max(1, st.get("admitted", 0)), completed=done,
                              fetched=fetched, rate=rate, queued=st.get("queued", 0),
-                             inflight=inflight, errors=errors, **extra)
+                             inflight=inflight, errors=failures, **extra)
 
 
 def print_summary(summary: dict[str, Any], console: Console | None = None) -> None:

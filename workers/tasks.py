@@ -15,6 +15,7 @@ from typing import Any
 
 from celery.signals import worker_process_shutdown, worker_shutdown
 
+from frontier.counters import ERRORS
 from workers.celery_app import app
 from workers.completion import apply_results
 from workers.context import close_context, get_context
@@ -42,7 +43,9 @@ def fetch(batch: list[Any]) -> int:
         except BadMessage as exc:
             # Its URL stays leased in Redis and comes back when the lease expires.
             log.error("malformed task message skipped: %s", exc)
-            ctx.client.hincrby(ctx.frontier.keys.stats(0), "err:bad_message", 1)
+            # Partition 0's counters: a message that does not decode names no lease (and so
+            # no partition); it is rare, so it makes no hot key (completion.py spreads the rest).
+            ctx.client.hincrby(ctx.frontier.keys.stats(0), ERRORS.name("bad_message"), 1)
     if not orders:
         return 0
     current = ctx.frontier.begin([o.lease for o in orders], ctx.config.lease_keep_s,
