@@ -128,6 +128,11 @@ class Frontier:
         """Partitions whose ownership was lost, as of the last :meth:`acquire`."""
         return self._leases.fenced
 
+    @fenced.setter
+    def fenced(self, partitions: set[int]) -> None:
+        """Callers clear it once they have acted on the partitions it named."""
+        self._leases.fenced = partitions
+
     @property
     def next_due(self) -> dict[int, float | None]:
         """Partition -> earliest time a host of it is due, or None, as of the last acquire."""
