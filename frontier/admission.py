@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -52,17 +52,11 @@ def bloom_args(config: CrawlConfig, layers: Sequence[BloomSpec]) -> list[Any]:
     return out
 
 
-class LinkArgs(NamedTuple):
-    """One link's run in lua/admit.lua's ARGV. ``budget`` is '' (none) or the 1-based index of
-    the link's domain in the call's budgets; the short form (bfs without budgets) sends only
-    the first three."""
-
-    host: str
-    entry: str
-    #: The URL's two 52-bit hashes (frontier/bloom.py url_hash), 7 bytes big-endian each.
-    hashes: bytes
-    priority: str = ""
-    budget: int | str = ""
+#: One link's run in lua/admit.lua's ARGV: host, entry (Entry.encode), hashes (the URL's two
+#: 52-bit hashes, frontier/bloom.py url_hash, 7 bytes big-endian each), then, unless the call
+#: is short (bfs without budgets), priority (repr) and budget ('' = none, else the 1-based
+#: index of the link's domain in the call's budgets). Plain tuples: a batch has thousands.
+LinkArgs = tuple[str, str, bytes] | tuple[str, str, bytes, str, int | str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,16 +75,12 @@ class AdmitCall:
 
     def encode(self) -> list[Any]:
         """ARGV: prefix, now, mode, host_cap, query_cap, stride, n_budgets, budgets..., the
-        filter, then per link its :class:`LinkArgs` (3 or 5 of them: the stride)."""
+        filter, then per link its :data:`LinkArgs` (3 or 5 of them: the stride)."""
         argv: list[Any] = [self.prefix, self.now, self.mode, self.host_cap, self.query_cap,
-                           3 if self.short else len(LinkArgs._fields), len(self.budgets),
-                           *self.budgets, *self.bloom]
-        if self.short:
-            for link in self.links:
-                argv += link[:3]
-        else:
-            for link in self.links:
-                argv += link
+                           3 if self.short else 5, len(self.budgets), *self.budgets,
+                           *self.bloom]
+        for link in self.links:
+            argv += link
         return argv
 
 
@@ -163,23 +153,29 @@ class Admission:
         now = time.time() if now is None else now
         store, cfg = self.store, self.store.config
         mode, partitions = store.mode, store.partitions
+        short = mode == "l" and allowance is None
         groups: dict[int, list[LinkArgs]] = defaultdict(list)
         budget_ix: dict[int, dict[str, int]] = defaultdict(dict)
+        #: (partition, registered domain) -> links there that count against its budget.
+        budget_links: Counter[tuple[int, str]] = Counter()
         for host, url, entry, prio in links:
-            if mode == "z":
-                prio = random.random()
             h1, h2 = url_hash(url)
             p = partition_of(host, partitions)
+            hashes = h1.to_bytes(7, "big") + h2.to_bytes(7, "big")
+            if short:
+                groups[p].append((host, entry.encode(), hashes))
+                continue
             bi: int | str = ""
             if allowance is not None and domain_of is not None:
                 dom = domain_of(host)
                 if dom in allowance:
                     ix = budget_ix[p]
                     bi = ix.setdefault(dom, len(ix) + 1)
-            hashes = h1.to_bytes(7, "big") + h2.to_bytes(7, "big")
-            groups[p].append(LinkArgs(host, entry.encode(), hashes, repr(prio), bi))
-        shares = _split_allowance(allowance, budget_ix, groups) if budget_ix else {}
-        short = mode == "l" and allowance is None
+                    budget_links[(p, dom)] += 1
+            if mode == "z":
+                prio = random.random()
+            groups[p].append((host, entry.encode(), hashes, repr(prio), bi))
+        shares = _split_allowance(allowance, budget_ix, budget_links) if budget_ix else {}
         batch = AdmitBatch()
         for p, rows in groups.items():
             doms = list(budget_ix.get(p, {}))
@@ -199,16 +195,15 @@ class Admission:
 
 def _split_allowance(allowance: Mapping[str, int] | None,
                      budget_ix: Mapping[int, Mapping[str, int]],
-                     groups: Mapping[int, list[LinkArgs]]) -> dict[tuple[int, str], int]:
+                     budget_links: Mapping[tuple[int, str], int]) -> dict[tuple[int, str], int]:
     """Split each domain's allowance over the partitions its links go to, in proportion to
     their links, so one batch cannot overshoot a budget once per partition. (Rounding may
     admit a little less; a URL refused for budget is not marked seen and comes back.)"""
     assert allowance is not None
     counts: dict[str, dict[int, int]] = defaultdict(dict)
     for p, ix in budget_ix.items():
-        rows = groups[p]
-        for dom, k in ix.items():
-            counts[dom][p] = sum(1 for row in rows if row.budget == k)
+        for dom in ix:
+            counts[dom][p] = budget_links[(p, dom)]
     shares: dict[tuple[int, str], int] = {}
     for dom, per_part in counts.items():
         total, left = sum(per_part.values()), allowance[dom]
