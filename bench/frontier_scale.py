@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import redis  # noqa: E402
 
 from frontier.config import CrawlConfig  # noqa: E402
-from frontier.frontier import Completion, Entry, Frontier  # noqa: E402
+from frontier.frontier import AdmitLink, Completion, Entry, Frontier  # noqa: E402
 from frontier.redisserver import EmbeddedRedis  # noqa: E402
 
 HOSTS = 10_000
@@ -53,11 +53,11 @@ def url(i: int) -> tuple[str, str]:
     return host, f"http://{host}/section/{i // HOSTS % 97}/page-{i:09d}.html"
 
 
-def links(start: int, n: int) -> list[tuple[str, str, Entry]]:
+def links(start: int, n: int) -> list[AdmitLink]:
     out = []
     for i in range(start, start + n):
         host, u = url(i)
-        out.append((host, u, Entry(u, 1)))
+        out.append(AdmitLink(host, u, Entry(u, 1)))
     return out
 
 

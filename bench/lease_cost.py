@@ -242,7 +242,7 @@ def phase(work: Path, members: int, web: SandboxWeb | None, window_s: float,
 def own_values(frontier: Frontier, parts: list[int]) -> list[str]:
     pipe = frontier.pipeline()
     for p in parts:
-        pipe.command("get", frontier.keys.prefix(p) + "own")
+        pipe.command("get", frontier.keys.owner(p))
     return [v.decode() if v else "" for v in pipe.execute()]
 
 

@@ -1,7 +1,17 @@
 """The frontier in Redis: admission through the Bloom filter, leases of due hosts, completion.
 
-Only this module (through its Lua scripts) changes queues, host politeness times and leases.
+Only the frontier (through its Lua scripts) changes queues, host politeness times and leases.
 Every call that spans partitions is one pipeline: one round trip, one script per partition.
+:class:`Frontier` is the one object workers and the scheduler hold; each of its parts lives
+in a module of its own, with the encoders and decoders of its scripts:
+
+  admission.py  links -> URL-seen test -> host queues          (lua/admit.lua)
+  leases.py     acquire, begin, complete, reap                 (acquire, begin, complete, reap)
+  budgets.py    per-registered-domain budgets                  (budget)
+  ipgate.py     the per-IP politeness gate                     (ip_acquire, ip_release)
+  partitions.py partition ownership and due hints              (claim, release_partition, take_due)
+  hostcache.py  robots.txt and soft-404 caches per host
+  partition_counters.py  the counters of each partition        (hget, hgetall, hincrby)
 
 Invariants (checked by tests/test_frontier.py):
   * a host is in the ready heap ``r`` iff its queue is non-empty and it holds no lease;
@@ -13,156 +23,34 @@ Invariants (checked by tests/test_frontier.py):
 
 from __future__ import annotations
 
-import functools
-import random
-import time
-import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from importlib import resources
-from typing import Any, NamedTuple
+from typing import Any
 
 import redis
 
-from frontier.bloom import BloomSpec, partition_layers, url_hash
+from frontier.admission import Admission, AdmitBatch, resolve_bloom_backend
+from frontier.bloom import BloomSpec, partition_layers
+from frontier.budgets import Budgets
 from frontier.config import CrawlConfig
 from frontier.counters import COUNTERS
-from frontier.keys import Keys, domain_partition_of, ip_partition_of, partition_of
-from frontier.outcomes import Outcome
-from frontier.redisbloom import EXPANSION, RESERVE_RATE_FACTOR, resolve_backend
-from frontier.slotpipe import LuaScript, SlotPipeline
+from frontier.hostcache import HostCaches
+from frontier.ipgate import IpGate
+from frontier.keys import Keys, partition_of
+from frontier.leases import Leases
+from frontier.partition_counters import PartitionCounters
+from frontier.partitions import Partitions
+from frontier.records import AdmitLink, AdmitResult, Completion, Entry, Lease, ip_token
+from frontier.scripts import QUEUE_MODE, Store
+from frontier.slotpipe import SlotPipeline
 
-#: Host-queue mode of each ordering: FIFO lists, priority ZSETs, or ZSETs whose queued URLs
-#: gain priority from every further link to them.
-QUEUE_MODE = {"bfs": "l", "random": "z", "indegree": "a", "opic": "a"}
+__all__ = ["COUNTERS", "QUEUE_MODE", "AdmitBatch", "AdmitLink", "AdmitResult", "Completion",
+           "Entry", "Frontier", "Lease", "ip_token", "resolve_bloom_backend"]
 
-
-@functools.cache
-def _script(name: str) -> LuaScript:
-    return LuaScript(name, resources.files("frontier").joinpath("lua", f"{name}.lua").read_text())
-
-
-def _load_script(client: redis.Redis, name: str) -> LuaScript:
-    """The script ``name`` (frontier/lua/NAME.lua), sent by :class:`SlotPipeline` as EVALSHA."""
-    return _script(name)
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A queued URL with its crawl depth, failed attempts so far and redirect hops."""
-
-    url: str
-    depth: int = 0
-    attempts: int = 0
-    hops: int = 0
-
-    def encode(self) -> str:
-        if self.attempts == 0 and self.hops == 0:
-            return f"{self.depth} {self.url}"
-        return f"{self.depth}.{self.attempts}.{self.hops} {self.url}"
-
-    @classmethod
-    def decode(cls, text: str) -> Entry:
-        head, _, url = text.partition(" ")
-        if "." in head:
-            depth, attempts, hops = head.split(".")
-            return cls(url, int(depth), int(attempts), int(hops))
-        return cls(url, int(head))
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    partition: int
-    lease_id: str
-    host: str
-    entry: Entry
-    #: The URL's queue score when it was leased (priority orderings: -priority; OPIC: -cash).
-    score: float = 0.0
-
-    @property
-    def priority(self) -> float:
-        return -self.score
-
-
-def ip_token(lease: Lease) -> str:
-    """The per-IP in-flight token of a lease (unique crawl-wide)."""
-    return f"{lease.partition}:{lease.lease_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class Completion:
-    """How a lease ends. ``outcome`` (frontier.outcomes.Outcome) is also the counter the
-    completion bumps."""
-
-    lease: Lease
-    next_allowed: float
-    outcome: Outcome
-    requeue: Entry | None = None
-    at_head: bool = False
-
-
-@dataclass(slots=True)
-class AdmitResult:
-    admitted: int = 0
-    rejected: int = 0
-    #: Registered domain -> URLs admitted under its budget (only when budgets were given).
-    by_domain: dict[str, int] = field(default_factory=dict)
-
-
-class AdmitLink(NamedTuple):
-    """A link to admit. ``priority`` is what the link adds to its target under the indegree
-    (1 per link) and opic (a share of the linking page's cash) orderings; bfs ignores it and
-    random draws its own."""
-
-    host: str
-    url: str
-    entry: Entry
-    priority: float = 1.0
-
-
-class AdmitBatch(list[int]):
-    """Partitions touched by ``queue_admit``, in reply order, and the budget domains of each."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.domains: list[list[str]] = []
-
-    def woken(self, replies: Sequence[Any]) -> dict[int, float]:
-        """Partition -> earliest next-allowed time of a host the admission put into its
-        time heap (for :meth:`Frontier.queue_due_hints`)."""
-        out: dict[int, float] = {}
-        for p, reply in zip(self, replies, strict=True):
-            t = float(reply[7])
-            if t >= 0:
-                out[p] = t
-        return out
-
-    def totals(self, replies: Sequence[Any]) -> AdmitResult:
-        result = AdmitResult()
-        for reply, domains in zip(replies, self.domains, strict=True):
-            result.admitted += int(reply[0])
-            result.rejected += int(reply[1])
-            for d, spent in zip(domains, reply[8:], strict=True):
-                if int(spent):
-                    result.by_domain[d] = result.by_domain.get(d, 0) + int(spent)
-        return result
-
-
-def resolve_bloom_backend(client: redis.Redis, config: CrawlConfig) -> CrawlConfig:
-    """``config`` with a concrete ``bloom_backend`` for the Redis behind ``client``; raises
-    ConfigError if it names RedisBloom and the server has none (checked by every process)."""
-    if config.bloom_backend == "lua":
-        return config
-    keys = Keys(config.namespace)
-    # A key of this process's own: workers starting at once must not share a probe filter.
-    tag = f"bfprobe:{uuid.uuid4().hex}"
-    probes = [keys.prefix(p) + tag for p in range(config.partitions)]
-    backend = resolve_backend(client, config.bloom_backend, config.bloom_error_rate, probes)
-    return config.replace(bloom_backend=backend)
 
 
 class Frontier:
+    """One crawl's frontier: the facade over its parts (same calls as before the split)."""
+
     def __init__(self, client: redis.Redis, config: CrawlConfig) -> None:
         self.r = client
         # bloom_backend made concrete for this server ("auto"), or checked ("redisbloom").
@@ -173,49 +61,29 @@ class Frontier:
         self.bloom_layers: list[BloomSpec] = partition_layers(
             config.bloom_capacity, config.bloom_error_rate, config.partitions
         )
-        # lua/admit.lua's filter arguments: the layers of the Lua filter, or RedisBloom's
-        # BF.RESERVE rate and capacity (frontier/redisbloom.py: why twice the rate).
-        self._bloom_args: list[Any]
-        if config.bloom_backend == "redisbloom":
-            self._bloom_args = ["bf", repr(config.bloom_error_rate * RESERVE_RATE_FACTOR),
-                                self.bloom_layers[0].capacity, EXPANSION]
-        else:
-            self._bloom_args = ["lua", len(self.bloom_layers)]
-            for spec in self.bloom_layers:
-                self._bloom_args += [spec.bits, spec.k, spec.capacity]
-        self._admit = _load_script(client, "admit")
-        self._acquire = _load_script(client, "acquire")
-        self._complete = _load_script(client, "complete")
-        self._reap = _load_script(client, "reap")
-        self.fenced: set[int] = set()
-        #: Partition -> earliest time a host of it is due, or None, as of the last acquire.
-        self.next_due: dict[int, float | None] = {}
+        store = Store(client, config, self.keys)
+        self._store = store
+        self._admission = Admission(store, self.bloom_layers)
+        self._leases = Leases(store)
+        self._budgets = Budgets(store)
+        self._ip_gate = IpGate(store)
+        self._partitions = Partitions(store)
+        self._caches = HostCaches(store)
+        self._counters = PartitionCounters(store)
         #: Due hints: partition -> a time from which it may have a due host that its last
         #: acquire did not see (a completion or an admission since). A ZSET of its own slot.
-        self.due_key = f"{config.namespace}:due"
-        self._begin = _load_script(client, "begin")
-        self._claim = _load_script(client, "claim")
-        self._release_partition = _load_script(client, "release_partition")
-        self._ip_acquire = _load_script(client, "ip_acquire")
-        self._ip_release = _load_script(client, "ip_release")
-        self._budget = _load_script(client, "budget")
-        self._hget = _load_script(client, "hget")
-        self._hincrby = _load_script(client, "hincrby")
-        self._hgetall = _load_script(client, "hgetall")
-        self._take_due = _load_script(client, "take_due")
+        self.due_key = self._partitions.due_key
 
     def pipeline(self) -> SlotPipeline:
         """A pipeline for this frontier's scripts (one round trip per Redis node)."""
-        return SlotPipeline(self.r)
+        return self._store.pipeline()
 
-    # -- keys ---------------------------------------------------------------------------
     def partition(self, host: str) -> int:
         return partition_of(host, self.partitions)
 
-    # -- admission ------------------------------------------------------------------------
+    # -- admission (frontier/admission.py) -------------------------------------------------
     def queue_admit(
-        self, pipe: Any, links: Iterable[AdmitLink | tuple[str, str, Entry]],
-        now: float | None = None,
+        self, pipe: Any, links: Iterable[AdmitLink], now: float | None = None,
         allowance: Mapping[str, int] | None = None,
         domain_of: Callable[[str], str] | None = None,
     ) -> AdmitBatch:
@@ -226,63 +94,15 @@ class Frontier:
         its registered domain. Returns the partitions touched, in the order their replies
         will appear (see :meth:`AdmitBatch.totals`).
         """
-        now = time.time() if now is None else now
-        cfg = self.config
-        groups: dict[int, list[Any]] = defaultdict(list)
-        budget_ix: dict[int, dict[str, int]] = defaultdict(dict)
-        short = self.mode == "l" and allowance is None
-        stride = 3 if short else ADMIT_STRIDE
-        for link in links:
-            host, url, entry, prio = link if len(link) == 4 else (*link, 1.0)
-            if self.mode == "z":
-                prio = random.random()
-            h1, h2 = url_hash(url)
-            p = partition_of(host, self.partitions)
-            bi: Any = ""
-            if allowance is not None and domain_of is not None:
-                dom = domain_of(host)
-                if dom in allowance:
-                    ix = budget_ix[p]
-                    bi = ix.setdefault(dom, len(ix) + 1)
-            # One link = ADMIT_STRIDE arguments of lua/admit.lua (hashes as 2 x 7 bytes), or
-            # the first 3 of them when neither priority nor budget matters (bfs, no budgets).
-            hashes = h1.to_bytes(7, "big") + h2.to_bytes(7, "big")
-            if short:
-                groups[p].extend((host, entry.encode(), hashes))
-            else:
-                groups[p].extend((host, entry.encode(), hashes, repr(prio), bi))
-        shares = _split_allowance(allowance, budget_ix, groups) if budget_ix else {}
-        batch = AdmitBatch()
-        for p, args in groups.items():
-            doms = list(budget_ix.get(p, {}))
-            budgets = [shares[(p, d)] for d in doms]
-            pipe.script(self._admit, [self.keys.ready(p)],
-                        [self.keys.prefix(p), now, self.mode, cfg.max_pages_per_host,
-                         cfg.max_query_variants_per_path, stride, len(budgets), *budgets,
-                         *self._bloom_args, *args])
-            batch.append(p)
-            batch.domains.append(doms)
-        return batch
+        return self._admission.queue(pipe, links, now, allowance, domain_of)
 
-    def admit(
-        self, links: Iterable[AdmitLink | tuple[str, str, Entry]], now: float | None = None
-    ) -> AdmitResult:
-        pipe = self.pipeline()
-        batch = self.queue_admit(pipe, links, now)
-        return batch.totals(pipe.execute()[: len(batch)])
+    def admit(self, links: Iterable[AdmitLink], now: float | None = None) -> AdmitResult:
+        return self._admission.admit(links, now)
 
-    @staticmethod
-    def admit_totals(replies: Iterable[Any]) -> AdmitResult:
-        result = AdmitResult()
-        for reply in replies:
-            result.admitted += int(reply[0])
-            result.rejected += int(reply[1])
-        return result
-
-    # -- per-domain budgets (IRLbot) -----------------------------------------------------------
+    # -- per-domain budgets, IRLbot (frontier/budgets.py) -----------------------------------
     @property
     def budgets_on(self) -> bool:
-        return bool(self.config.domain_budget_base or self.config.max_pages_per_domain)
+        return self._budgets.on
 
     def domain_allowance(self, linkers: Mapping[str, Iterable[str]]) -> dict[str, int]:
         """URLs each target domain may still admit; records who links to it (one round trip).
@@ -290,30 +110,28 @@ class Frontier:
         ``linkers`` maps a target registered domain to the registered domains of the pages
         linking to it in this batch (its own domain does not count towards its budget).
         """
-        cfg = self.config
-        groups: dict[int, list[str]] = defaultdict(list)
-        for dom in linkers:
-            groups[domain_partition_of(dom, self.partitions)].append(dom)
-        pipe = self.pipeline()
-        for dp, doms in groups.items():
-            args: list[Any] = [self.keys.domain_prefix(dp), cfg.domain_budget_base,
-                               cfg.domain_budget_per_linking_domain, cfg.max_pages_per_domain]
-            for dom in doms:
-                others = sorted({d for d in linkers[dom] if d != dom})
-                args += [dom, len(others), *others]
-            pipe.script(self._budget, [self.keys.domain_prefix(dp) + "dc"], args)
-        out: dict[str, int] = {}
-        for doms, reply in zip(groups.values(), pipe.execute(), strict=True):
-            out.update({d: int(n) for d, n in zip(doms, reply, strict=True)})
-        return out
+        return self._budgets.allowance(linkers)
 
     def queue_domain_spent(self, pipe: Any, spent: Mapping[str, int]) -> None:
         """Count URLs admitted under their domains' budgets."""
-        for dom, n in spent.items():
-            dp = domain_partition_of(dom, self.partitions)
-            pipe.command("hincrby", self.keys.domain_prefix(dp) + "dc", dom, n)
+        self._budgets.queue_spent(pipe, spent)
 
-    # -- leases -----------------------------------------------------------------------------
+    # -- leases (frontier/leases.py) --------------------------------------------------------
+    @property
+    def fenced(self) -> set[int]:
+        """Partitions whose ownership was lost, as of the last :meth:`acquire`."""
+        return self._leases.fenced
+
+    @fenced.setter
+    def fenced(self, partitions: set[int]) -> None:
+        """Callers clear it once they have acted on the partitions it named."""
+        self._leases.fenced = partitions
+
+    @property
+    def next_due(self) -> dict[int, float | None]:
+        """Partition -> earliest time a host of it is due, or None, as of the last acquire."""
+        return self._leases.next_due
+
     def acquire(
         self, per_partition: int, now: float | None = None,
         partitions: Iterable[int] | Mapping[int, str] | None = None,
@@ -326,29 +144,7 @@ class Frontier:
         Partitions whose ownership was lost are recorded in ``self.fenced``; the earliest
         next-allowed time of each partition's waiting hosts (None: none) in ``self.next_due``.
         """
-        now = time.time() if now is None else now
-        owners = _owners(range(self.partitions) if partitions is None else partitions)
-        pipe = self.pipeline()
-        for p, owner in owners.items():
-            pipe.script(self._acquire, [self.keys.ready(p)],
-                        [self.keys.prefix(p), now, per_partition, self.config.lease_ttl_s, owner,
-                         self.mode])
-        leases: list[Lease] = []
-        earliest: float | None = None
-        self.fenced = set()
-        self.next_due = {}
-        for p, reply in zip(owners, pipe.execute(), strict=True):
-            first = float(reply[0])
-            if first == -2:
-                self.fenced.add(p)
-                continue
-            self.next_due[p] = first if first >= 0 else None
-            if first >= 0 and (earliest is None or first < earliest):
-                earliest = first
-            for i in range(1, len(reply), 4):
-                leases.append(Lease(p, _text(reply[i]), _text(reply[i + 1]),
-                                    Entry.decode(_text(reply[i + 2])), float(reply[i + 3])))
-        return leases, earliest
+        return self._leases.acquire(per_partition, now, partitions)
 
     def begin(self, leases: Sequence[Lease], budget_s: float,
               now: float | None = None, *, stagger: bool = True) -> list[bool]:
@@ -358,54 +154,26 @@ class Frontier:
         from 0, to now + (i+1) x ``budget_s``, for fetches run one after another). The fetch
         engine's lease keeper renews its fetches in progress the same way. One round trip.
         """
-        now = time.time() if now is None else now
-        groups: dict[int, list[int]] = defaultdict(list)
-        for i, lease in enumerate(leases):
-            groups[lease.partition].append(i)
-        pipe = self.pipeline()
-        for p, idx in groups.items():
-            args: list[Any] = [self.keys.prefix(p), now, budget_s]
-            for i in idx:
-                args += [leases[i].lease_id, leases[i].host, i + 1 if stagger else 1]
-            pipe.script(self._begin, [self.keys.ready(p)], args)
-        ok = [False] * len(leases)
-        for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
-            for i, flag in zip(idx, reply, strict=True):
-                ok[i] = bool(int(flag))
-        return ok
+        return self._leases.begin(leases, budget_s, now, stagger=stagger)
 
     def queue_complete(self, pipe: Any, completions: Iterable[Completion]) -> int:
         """Add completion scripts to ``pipe``; returns how many replies they add."""
-        groups: dict[int, list[Any]] = defaultdict(list)
-        for c in completions:
-            groups[c.lease.partition].extend([
-                c.lease.lease_id, c.lease.host, repr(c.next_allowed), c.outcome,
-                c.requeue.encode() if c.requeue else "", "h" if c.at_head else "t",
-                repr(c.lease.score),
-            ])
-        for p, args in groups.items():
-            pipe.script(self._complete, [self.keys.ready(p)],
-                        [self.keys.prefix(p), self.mode, *args])
-        return len(groups)
+        return self._leases.queue_complete(pipe, completions)
 
     def complete(self, completions: Iterable[Completion]) -> int:
         """Finish leases; returns how many were stale (already expired and re-queued)."""
-        pipe = self.pipeline()
-        n = self.queue_complete(pipe, completions)
-        return sum(int(x) for x in pipe.execute()[:n])
+        return self._leases.complete(completions)
 
     def reap(self, now: float | None = None, max_per_partition: int = 1000,
              partitions: Iterable[int] | Mapping[int, str] | None = None) -> int:
         """Re-queue every expired lease (of the given partitions); returns how many."""
-        now = time.time() if now is None else now
-        owners = _owners(range(self.partitions) if partitions is None else partitions)
-        pipe = self.pipeline()
-        for p, owner in owners.items():
-            pipe.script(self._reap, [self.keys.ready(p)],
-                        [self.keys.prefix(p), now, max_per_partition, owner, self.mode])
-        return sum(max(0, int(x)) for x in pipe.execute())
+        return self._leases.reap(now, max_per_partition, partitions)
 
-    # -- due hints for the scheduler ---------------------------------------------------------
+    def lease_alive(self, leases: Sequence[Lease]) -> list[bool]:
+        """Whether each lease is still current (not reaped): checked before a fetch."""
+        return self._leases.alive(leases)
+
+    # -- due hints and partition ownership (frontier/partitions.py) --------------------------
     def queue_due_hints(self, pipe: Any, hints: Mapping[int, float]) -> None:
         """Tell the partitions' scheduler a host may be due from these times (one ZADD).
 
@@ -413,178 +181,67 @@ class Frontier:
         hint cannot overtake them); the scheduler acquires only partitions it knows or is
         told have a due host, plus a sweep of all of them every ``SWEEP_S``.
         """
-        if hints:
-            args: list[Any] = []
-            for p, t in hints.items():
-                args += [repr(t), p]
-            pipe.command("ZADD", self.due_key, "LT", *args)
+        self._partitions.queue_due_hints(pipe, hints)
 
     def take_due(self, partitions: Iterable[int],
                  now: float | None = None) -> tuple[set[int], float | None]:
         """Hinted partitions among ``partitions`` with a hint time <= now (those hints are
         removed), and the earliest later hint time of one of them (None: none)."""
-        now = time.time() if now is None else now
-        pipe = self.pipeline()
-        pipe.script(self._take_due, [self.due_key], [repr(now), *partitions])
-        hinted, nxt = pipe.execute()[0]
-        later = float(nxt)
-        return {int(p) for p in hinted}, (later if later >= 0 else None)
+        return self._partitions.take_due(partitions, now)
 
-    # -- partition ownership ------------------------------------------------------------------
     def claim_partitions(self, member: str, partitions: Iterable[int],
                          ttl_s: float) -> dict[int, int]:
         """Claim or renew ownership; returns partition -> fencing token for those now held."""
-        parts = list(partitions)
-        pipe = self.pipeline()
-        for p in parts:
-            pre = self.keys.prefix(p)
-            pipe.script(self._claim, [pre + "own", pre + "epoch"], [member, int(ttl_s * 1000)])
-        return {p: int(t) for p, t in zip(parts, pipe.execute(), strict=True) if int(t) > 0}
+        return self._partitions.claim(member, partitions, ttl_s)
 
     def release_partitions(self, owners: Mapping[int, str]) -> int:
-        pipe = self.pipeline()
-        for p, owner in owners.items():
-            pipe.script(self._release_partition, [self.keys.prefix(p) + "own"], [owner])
-        return sum(int(x) for x in pipe.execute()) if owners else 0
+        return self._partitions.release(owners)
 
     def partition_owners(self) -> list[str | None]:
-        pipe = self.pipeline()
-        for p in range(self.partitions):
-            pipe.command("get", self.keys.prefix(p) + "own")
-        return [_text(v).split("|")[0] if v else None for v in pipe.execute()]
+        return self._partitions.owners()
 
-    def lease_alive(self, leases: Sequence[Lease]) -> list[bool]:
-        """Whether each lease is still current (not reaped): checked before a fetch."""
-        pipe = self.pipeline()
-        for lease in leases:
-            pipe.command("hget", self.keys.prefix(lease.partition) + "hb", lease.host)
-        return [_text(v) == lease.lease_id if v is not None else False
-                for v, lease in zip(pipe.execute(), leases, strict=True)]
-
-    # -- per-IP politeness --------------------------------------------------------------------
+    # -- per-IP politeness (frontier/ipgate.py) ----------------------------------------------
     def ip_acquire(
         self, requests: Sequence[tuple[str, str]], now: float | None = None
     ) -> list[float]:
         """Gate (ip, token) pairs; returns per pair 0.0 (granted) or seconds to wait."""
-        if self.config.ip_concurrency <= 0 or not requests:
-            return [0.0] * len(requests)
-        now = time.time() if now is None else now
-        groups: dict[int, list[int]] = defaultdict(list)
-        for i, (ip, _token) in enumerate(requests):
-            groups[ip_partition_of(ip, self.partitions)].append(i)
-        pipe = self.pipeline()
-        for ipp, idx in groups.items():
-            prefix = self.keys.ip_prefix(ipp)
-            args: list[Any] = [prefix, now, self.config.ip_concurrency, self.config.lease_ttl_s]
-            for i in idx:
-                args.extend(requests[i])
-            pipe.script(self._ip_acquire, [prefix + "ipn"], args)
-        waits = [0.0] * len(requests)
-        for idx, reply in zip(groups.values(), pipe.execute(), strict=True):
-            for i, w in zip(idx, reply, strict=True):
-                waits[i] = float(w)
-        return waits
+        return self._ip_gate.acquire(requests, now)
 
     def queue_ip_release(self, pipe: Any, releases: Iterable[tuple[str, str, float]]) -> int:
-        if self.config.ip_concurrency <= 0:
-            return 0
-        groups: dict[int, list[Any]] = defaultdict(list)
-        for ip, token, next_allowed in releases:
-            groups[ip_partition_of(ip, self.partitions)].extend([ip, token, repr(next_allowed)])
-        for ipp, args in groups.items():
-            prefix = self.keys.ip_prefix(ipp)
-            pipe.script(self._ip_release, [prefix + "ipn"], [prefix, *args])
-        return len(groups)
+        """Release (ip, token, next_allowed) tokens; returns how many replies they add."""
+        return self._ip_gate.queue_release(pipe, releases)
 
-    # -- robots cache ---------------------------------------------------------------------------
+    # -- host caches (frontier/hostcache.py) -------------------------------------------------
     def robots_get(self, host: str) -> bytes | None:
-        return self.r.get(self.keys.robots(self.partition(host), host))
+        return self._caches.robots_get(host)
 
     def robots_set(self, host: str, data: bytes, ttl_s: float) -> None:
-        self.r.set(self.keys.robots(self.partition(host), host), data,
-                   px=max(1, int(ttl_s * 1000)))
+        self._caches.robots_set(host, data, ttl_s)
 
     def soft404_get(self, host: str) -> bytes | None:
-        return self.r.get(self.keys.soft404(self.partition(host), host))
+        return self._caches.soft404_get(host)
 
     def soft404_set(self, host: str, data: bytes, ttl_s: float) -> None:
-        self.r.set(self.keys.soft404(self.partition(host), host), data,
-                   px=max(1, int(ttl_s * 1000)))
+        self._caches.soft404_set(host, data, ttl_s)
 
-    # -- status -----------------------------------------------------------------------------------
+    # -- counters (frontier/partition_counters.py) --------------------------------------------
     def partition_stats(self) -> list[dict[str, int]]:
-        pipe = self.pipeline()
-        for p in range(self.partitions):
-            pipe.script(self._hgetall, [self.keys.stats(p)], [])
-        out = []
-        for raw in pipe.execute():
-            pairs = zip(raw[::2], raw[1::2], strict=True)
-            out.append({_text(k): int(v) for k, v in pairs if _text(k) not in _INTERNAL})
-        return out
+        return self._counters.read()
 
     def stats(self) -> dict[str, int]:
+        """The crawl's counters: every :data:`COUNTERS` entry (0 if never bumped) and any
+        other counter a partition holds, summed over the partitions."""
         totals = dict.fromkeys(COUNTERS, 0)
         for part in self.partition_stats():
             for k, v in part.items():
                 totals[k] = totals.get(k, 0) + v
         return totals
 
-    def increment(self, pipe: Any, host: str, counter: str, amount: int = 1) -> None:
-        pipe.command("hincrby", self.keys.stats(self.partition(host)), counter, amount)
-
     def queue_counters(self, pipe: Any, partition: int, counters: Mapping[str, int]) -> None:
         """Add ``counters`` to one partition's counters: one script call for all of them."""
-        args: list[Any] = []
-        for name, amount in counters.items():
-            args += [name, amount]
-        if args:
-            pipe.script(self._hincrby, [self.keys.stats(partition)], args)
+        self._counters.queue_add(pipe, partition, counters)
 
     def queue_inflight(self, pipe: Any, partitions: Iterable[int]) -> int:
         """Add reads of the partitions' in-flight counts to ``pipe`` (on one server, one
         batched command for all of them); returns how many replies they add."""
-        n = 0
-        for p in partitions:
-            pipe.script(self._hget, [self.keys.stats(p)], ["inflight"])
-            n += 1
-        return n
-
-
-#: Arguments per link of lua/admit.lua: host, entry, hashes, priority, budget index.
-ADMIT_STRIDE = 5
-
-
-def _split_allowance(allowance: Mapping[str, int] | None,
-                     budget_ix: Mapping[int, Mapping[str, int]],
-                     groups: Mapping[int, list[Any]]) -> dict[tuple[int, str], int]:
-    """Split each domain's allowance over the partitions its links go to, in proportion to
-    their links, so one batch cannot overshoot a budget once per partition. (Rounding may
-    admit a little less; a URL refused for budget is not marked seen and comes back.)"""
-    assert allowance is not None
-    counts: dict[str, dict[int, int]] = defaultdict(dict)
-    for p, ix in budget_ix.items():
-        args = groups[p]
-        for dom, k in ix.items():
-            counts[dom][p] = sum(1 for j in range(ADMIT_STRIDE - 1, len(args), ADMIT_STRIDE)
-                                 if args[j] == k)
-    shares: dict[tuple[int, str], int] = {}
-    for dom, per_part in counts.items():
-        total, left = sum(per_part.values()), allowance[dom]
-        for p, n in sorted(per_part.items(), key=lambda kv: -kv[1]):
-            share = min(left, -(-allowance[dom] * n // total))
-            shares[(p, dom)] = share
-            left -= share
-    return shares
-
-
-def _owners(partitions: Iterable[int] | Mapping[int, str]) -> dict[int, str]:
-    if isinstance(partitions, Mapping):
-        return dict(partitions)
-    return dict.fromkeys(partitions, "")
-
-
-_INTERNAL = frozenset({"seq", "bloom_layer", "bloom_fill"})
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        return self._counters.queue_inflight(pipe, partitions)

@@ -37,6 +37,8 @@ from functools import lru_cache
 from ada_url import idna_to_ascii
 from publicsuffixlist import PSLFILE, PublicSuffixList
 
+from frontier.keys import host_name
+
 __all__ = ["PSL_VERSION", "ascii_host", "registered_domain"]
 
 #: Includes the PRIVATE section (only_icann=False) and the default ``*`` rule.
@@ -73,7 +75,7 @@ def registered_domain(host: str) -> str:
         return host[: host.find("]") + 1] if "]" in host else host
     if host.count(":") > 1:  # bare IPv6
         return host
-    name = host.rsplit(":", 1)[0] if ":" in host else host
+    name = host_name(host)
     name = name.rstrip(".").lower()
     if not name or _IPV4.match(name):
         return name

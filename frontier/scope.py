@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterable
 
 from frontier.config import E_BAD_VALUE, ConfigError, CrawlConfig
+from frontier.keys import host_name
 from frontier.memo import BoundedMemo
 from frontier.psl import ascii_host
 from frontier.traps import trap_reason
@@ -67,13 +68,6 @@ def _compile(name: str, patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
             raise ConfigError(E_BAD_VALUE.format(
                 name=name, value=p, why=f"not a valid regular expression ({exc})")) from None
     return tuple(compiled)
-
-
-def _host_name(host: str) -> str:
-    """The name part of a politeness key ``name[:port]`` (IPv6 ``[..]`` kept whole)."""
-    if host.endswith("]") or ":" not in host:
-        return host
-    return host.rsplit(":", 1)[0]
 
 
 def _year_end(year: int) -> float:
@@ -153,7 +147,7 @@ class Scope:
             return memo.put(host, self._host_reason(host))
 
     def _host_reason(self, host: str) -> str | None:
-        name = _host_name(host).lower()
+        name = host_name(host).lower()
         allowed = not self.allowed
         denied, allow_set = self.denied, self.allowed
         start = 0

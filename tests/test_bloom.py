@@ -17,7 +17,7 @@ from frontier.bloom import (
     url_hash,
 )
 from frontier.config import ConfigError, CrawlConfig
-from frontier.frontier import Entry, Frontier
+from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.redisbloom import classic_bytes, module_path
 from frontier.redisserver import EmbeddedRedis
 
@@ -68,7 +68,7 @@ def _default_partitions_filled(client: redis.Redis, backend: str) -> Frontier:
     cfg = CrawlConfig(partitions=4, bloom_capacity=4 * 156_250, bloom_error_rate=0.01,
                       allow_private_ips=True, bloom_backend=backend).validate()
     f = Frontier(client, cfg)
-    _fill(f, [(f"h{i % 101}.test", f"http://h{i % 101}.test/{i}", Entry("x"))
+    _fill(f, [AdmitLink(f"h{i % 101}.test", f"http://h{i % 101}.test/{i}", Entry("x"))
               for i in range(50_000)])
     return f
 
@@ -91,7 +91,7 @@ def test_fp_formula_reduces_to_classic_for_huge_blocks() -> None:
     assert abs(blocked_fp_rate(bits, keys, k, block_bits=bits) - classic) / classic < 0.02
 
 
-def _fill(f: Frontier, urls: list[tuple[str, str, Entry]]) -> int:
+def _fill(f: Frontier, urls: list[AdmitLink]) -> int:
     rejected = 0
     for start in range(0, len(urls), 5000):
         rejected += f.admit(urls[start:start + 5000]).rejected
@@ -114,11 +114,11 @@ def test_false_positive_rate_on_a_million_urls(redis_client: redis.Redis, backen
                       allow_private_ips=True, bloom_backend=backend).validate()
     f = Frontier(redis_client, cfg)
     hosts = [f"h{i}.test" for i in range(20_011)]
-    inserted = [(hosts[i % len(hosts)], f"http://{hosts[i % len(hosts)]}/page/{i}", Entry("x"))
-                for i in range(1_000_000)]
+    inserted = [AdmitLink(hosts[i % len(hosts)], f"http://{hosts[i % len(hosts)]}/page/{i}",
+                          Entry("x")) for i in range(1_000_000)]
     lost_while_filling = _fill(f, inserted)
-    probes = [(hosts[i % len(hosts)], f"http://{hosts[i % len(hosts)]}/new/{i}", Entry("x"))
-              for i in range(100_000)]
+    probes = [AdmitLink(hosts[i % len(hosts)], f"http://{hosts[i % len(hosts)]}/new/{i}",
+                        Entry("x")) for i in range(100_000)]
     probe_rejected = _fill(f, probes)
     rate = probe_rejected / len(probes)
     # The probes fill the filter from 1.0M to 1.1M keys (its capacity): the rate must be at
@@ -138,9 +138,10 @@ def test_overfull_partition_grows_instead_of_collapsing(redis_client: redis.Redi
     cfg = CrawlConfig(partitions=4, bloom_capacity=80_000, bloom_error_rate=0.01,
                       allow_private_ips=True, bloom_backend=backend).validate()
     f = Frontier(redis_client, cfg)
-    urls = [("big.test", f"http://big.test/{i}", Entry("x")) for i in range(80_000)]
+    urls = [AdmitLink("big.test", f"http://big.test/{i}", Entry("x")) for i in range(80_000)]
     _fill(f, urls)
-    probes = [("big.test", f"http://big.test/probe/{i}", Entry("x")) for i in range(20_000)]
+    probes = [AdmitLink("big.test", f"http://big.test/probe/{i}", Entry("x"))
+              for i in range(20_000)]
     rate = _fill(f, probes) / len(probes)
     part = f.partition("big.test")
     assert rate < 0.02, rate  # a single fixed-size filter would be near 100% here
@@ -162,7 +163,7 @@ def test_duplicates_in_one_batch_are_new_once(redis_client: redis.Redis) -> None
         cfg = CrawlConfig(partitions=2, bloom_capacity=10_000, allow_private_ips=True,
                           bloom_backend=backend).validate()
         f = Frontier(redis_client, cfg)
-        links = [("a.test", f"http://a.test/{i % 3}", Entry(f"http://a.test/{i % 3}"))
+        links = [AdmitLink("a.test", f"http://a.test/{i % 3}", Entry(f"http://a.test/{i % 3}"))
                  for i in range(9)]
         res = f.admit(links)
         assert (res.admitted, res.rejected) == (3, 6), backend

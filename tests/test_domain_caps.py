@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from frontier.frontier import Entry, Frontier
+from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.psl import registered_domain
 from tests.test_frontier import bloom_backend, make  # noqa: F401
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("bloom_backend")
 
 
 def admit(f: Frontier, hosts: list[str], source: str) -> int:
-    links = [(h, f"http://{h}/p", Entry(f"http://{h}/p", 1)) for h in hosts]
+    links = [AdmitLink(h, f"http://{h}/p", Entry(f"http://{h}/p", 1)) for h in hosts]
     linkers: dict[str, set[str]] = {}
     for h in hosts:
         linkers.setdefault(registered_domain(h), set()).add(registered_domain(source))

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from frontier.config import CrawlConfig
-from frontier.frontier import Completion, Entry, Frontier
+from frontier.frontier import AdmitLink, Completion, Entry, Frontier
 
 #: URL-seen backend of the Frontiers ``make`` builds (set per test by ``bloom_backend``).
 _BACKEND = {"name": "auto"}
@@ -33,13 +33,13 @@ def make(client: redis.Redis, **kw: object) -> Frontier:
     return Frontier(client, cfg.validate())
 
 
-def links(hosts: int, per_host: int) -> list[tuple[str, str, Entry]]:
+def links(hosts: int, per_host: int) -> list[AdmitLink]:
     out = []
     for h in range(hosts):
         host = f"h{h}.test"
         for i in range(per_host):
             url = f"http://{host}/p{i}"
-            out.append((host, url, Entry(url, depth=1)))
+            out.append(AdmitLink(host, url, Entry(url, depth=1)))
     return out
 
 
@@ -144,7 +144,7 @@ def test_busy_host_gets_new_links_without_entering_heap(redis_client: redis.Redi
     f = make(redis_client)
     f.admit(links(1, 1), now=0.0)
     (lease,), _ = f.acquire(10, now=0.0)
-    f.admit([("h0.test", "http://h0.test/new", Entry("http://h0.test/new"))], now=0.0)
+    f.admit([AdmitLink("h0.test", "http://h0.test/new", Entry("http://h0.test/new"))], now=0.0)
     check_invariants(f)
     assert f.acquire(10, now=0.0)[0] == []
     f.complete([Completion(lease, 2.0, "fetched")])

@@ -9,16 +9,16 @@ from __future__ import annotations
 import pytest
 import redis
 
-from frontier.frontier import AdmitResult, Completion, Entry, Frontier
+from frontier.frontier import AdmitLink, AdmitResult, Completion, Entry, Frontier
 from tests.test_frontier import bloom_backend, check_invariants, make  # noqa: F401
 
 #: Once per URL-seen backend (tests/test_frontier.py).
 pytestmark = pytest.mark.usefixtures("bloom_backend")
 
 
-def link(host: str, path: str, prio: float = 1.0) -> tuple[str, str, Entry, float]:
+def link(host: str, path: str, prio: float = 1.0) -> AdmitLink:
     url = f"http://{host}{path}"
-    return (host, url, Entry(url, depth=2), prio)
+    return AdmitLink(host, url, Entry(url, depth=2), prio)
 
 
 def admit0(f: Frontier, links: list) -> AdmitResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from frontier.config import CrawlConfig
-from frontier.frontier import Entry, Frontier
+from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.ownership import assign
 
 
@@ -45,7 +45,7 @@ def test_fencing_rejects_an_ex_owner(redis_client: redis.Redis) -> None:
     cfg = CrawlConfig(partitions=2, allow_private_ips=True, host_delay_s=0).validate()
     f = Frontier(redis_client, cfg)
     host = next(f"h{i}.test" for i in range(100) if f.partition(f"h{i}.test") == 0)
-    f.admit([(host, f"http://{host}/{i}", Entry(f"http://{host}/{i}")) for i in range(3)])
+    f.admit([AdmitLink(host, f"http://{host}/{i}", Entry(f"http://{host}/{i}")) for i in range(3)])
     tokens = f.claim_partitions("old", [0], ttl_s=0.05)
     assert tokens == {0: 1}
     assert f.claim_partitions("new", [0], ttl_s=5) == {}  # held by "old"

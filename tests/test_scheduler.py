@@ -12,7 +12,7 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
-from frontier.frontier import Completion, Entry
+from frontier.frontier import AdmitLink, Completion, Entry
 from frontier.redisserver import free_port
 from workers.crawl import init_crawl
 from workers.messages import FetchOrder
@@ -52,7 +52,7 @@ def test_due_hints_bring_partitions_back_between_sweeps(redis_client: redis.Redi
     def admit(host: str) -> dict[int, float]:
         pipe = frontier.pipeline()
         url = f"http://{host}/"
-        batch = frontier.queue_admit(pipe, [(host, url, Entry(url))])
+        batch = frontier.queue_admit(pipe, [AdmitLink(host, url, Entry(url))])
         return batch.woken(pipe.execute())
 
     woken = admit("h1.test")
@@ -145,7 +145,7 @@ def test_a_short_task_is_topped_up_from_partitions_with_hosts_still_due(
     hosts = [h for hs in by_part.values() for h in hs]
     cfg.static_hosts = dict.fromkeys(hosts, "127.0.0.1")
     pipe = frontier.pipeline()
-    frontier.queue_admit(pipe, [(h, f"http://{h}/", Entry(f"http://{h}/")) for h in hosts])
+    frontier.queue_admit(pipe, [AdmitLink(h, f"http://{h}/", Entry(f"http://{h}/")) for h in hosts])
     pipe.execute()
     scheduler = Scheduler(redis_client, cfg, Celery("topup", broker=redis_server.url))
     # the sweep asks each of the 4 partitions for one host: 2 come back, 2 more top it up
@@ -166,7 +166,7 @@ def test_short_task_waits_to_be_filled_while_plenty_is_in_flight(
 
     def admit(new: list[str]) -> None:
         pipe = frontier.pipeline()
-        batch = frontier.queue_admit(pipe, [(h, f"http://{h}/", Entry(f"http://{h}/"))
+        batch = frontier.queue_admit(pipe, [AdmitLink(h, f"http://{h}/", Entry(f"http://{h}/"))
                                             for h in new])
         woken = batch.woken(pipe.execute())
         pipe = frontier.pipeline()
@@ -207,7 +207,7 @@ def test_sweep_interval_is_the_crawl_setting(redis_client: redis.Redis, redis_se
     scheduler = Scheduler(redis_client, cfg, Celery("sweep", broker=redis_server.url))
     assert scheduler.step().dispatched == 1  # the first step sweeps every partition
     pipe = frontier.pipeline()
-    frontier.queue_admit(pipe, [("h1.test", "http://h1.test/", Entry("http://h1.test/"))])
+    frontier.queue_admit(pipe, [AdmitLink("h1.test", "http://h1.test/", Entry("http://h1.test/"))])
     pipe.execute()
     assert scheduler.step().dispatched == 0  # unhinted: it waits for the next sweep ...
     time.sleep(0.25)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from frontier.config import CrawlConfig
-from frontier.frontier import Entry, Frontier
+from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.slotpipe import LuaScript, SlotPipeline
 
 ECHO = LuaScript("echo", "redis.call('INCR', KEYS[1]) return {KEYS[1], ARGV[1], #ARGV}")
@@ -69,7 +69,8 @@ def test_script_error_is_raised(redis_client: redis.Redis) -> None:
 
 def test_frontier_admit_over_many_partitions_is_one_command(redis_client: redis.Redis) -> None:
     f = Frontier(redis_client, CrawlConfig(namespace="sp", host_delay_s=0.0))
-    links = [(f"h{i}.test", f"http://h{i}.test/", Entry(f"http://h{i}.test/")) for i in range(200)]
+    links = [AdmitLink(f"h{i}.test", f"http://h{i}.test/", Entry(f"http://h{i}.test/"))
+             for i in range(200)]
     f.admit(links[:1])  # loads the scripts
     redis_client.config_resetstat()
     res = f.admit(links)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from celery import Celery
 
+from frontier.keys import task_queue
+
 app = Celery("trawl")
 
 
@@ -39,7 +41,7 @@ def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
             "socket_timeout": 10, "socket_connect_timeout": 5, "socket_keepalive": True,
             "health_check_interval": 10,
         },
-        task_default_queue=f"{namespace}.fetch",
+        task_default_queue=task_queue(namespace),
         # Survives a broker restart (Celery 5.7 could stop the worker then): workers/consumer.py
         worker_consumer="workers.consumer:RestartSafeConsumer",
         # A task running when the broker connection drops finishes (threads cannot be

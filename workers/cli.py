@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from frontier.config import ORDERINGS, ConfigError, CrawlConfig
+from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url
 from workers.flower import add_flower_arguments, cmd_flower
 
@@ -282,7 +283,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     # runs the fetches; a few suffice, and each blocks while the engine is full.
     app.conf.trawl_fetch_concurrency = args.concurrency
     argv = ["worker", "-P", "threads", "-c", str(HANDOFF_THREADS), "-Q",
-            f"{args.namespace}.fetch", "--without-gossip", "--without-mingle",
+            task_queue(args.namespace), "--without-gossip", "--without-mingle",
             "-l", args.loglevel]
     if args.name:
         argv += ["-n", f"{args.name}@%h"]

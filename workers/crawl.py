@@ -19,8 +19,8 @@ import redis
 
 from frontier.config import ConfigError, CrawlConfig
 from frontier.counters import ERRORS, SUMMARY_TOTALS, Shown, accounted, shown_in
-from frontier.frontier import Entry, Frontier
-from frontier.keys import Keys
+from frontier.frontier import AdmitLink, Entry, Frontier
+from frontier.keys import Keys, host_name, task_queue
 from frontier.redisclient import client_from_url
 from frontier.urls import InvalidURL, canonicalize, host_of
 
@@ -78,7 +78,7 @@ def init_crawl(client: redis.Redis, config: CrawlConfig, seeds: list[str],
 
 
 def admit_seeds(frontier: Frontier, seeds: list[str]) -> int:
-    res = frontier.admit([(host_of(u), u, Entry(u, 0)) for u in seeds])
+    res = frontier.admit([AdmitLink(host_of(u), u, Entry(u, 0)) for u in seeds])
     if frontier.config.max_pages and res.admitted:
         frontier.r.incrby(frontier.keys.admitted_total, res.admitted)
     return res.admitted
@@ -88,13 +88,13 @@ def delete_crawl(client: redis.Redis, namespace: str) -> int:
     n = 0
     for key in client.scan_iter(f"{namespace}:*", count=1000):
         n += client.delete(key)
-    for key in client.scan_iter(f"{namespace}.fetch*", count=1000):
+    for key in client.scan_iter(task_queue(namespace) + "*", count=1000):
         n += client.delete(key)
     return n
 
 
 def default_domains(seeds: list[str]) -> list[str]:
-    return sorted({host_of(u).rsplit(":", 1)[0] for u in seeds})
+    return sorted({host_name(host_of(u)) for u in seeds})
 
 
 @dataclass

@@ -58,7 +58,7 @@ def measure(frontier: Frontier, leases_out: int, now: float | None = None) -> Cr
     for p in range(frontier.partitions):
         pipe.command("zcount", keys.ready(p), "-inf", repr(now))
         pipe.command("zcount", keys.ready(p), f"({now!r}", "+inf")
-        pipe.command("zcard", keys.prefix(p) + "pr")
+        pipe.command("zcard", keys.due_heap(p))
     replies = [int(x or 0) for x in pipe.execute()]
     ready = sum(replies[0::3]) + sum(replies[2::3])
     waiting_hosts = sum(replies[1::3])

@@ -33,6 +33,7 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
+from frontier.keys import Keys
 from frontier.ownership import assign
 from workers.scheduler import Scheduler
 
@@ -70,7 +71,7 @@ class Member:
         self.id = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.scheduler = Scheduler(client, config, app)
         self.frontier = self.scheduler.frontier
-        self.members_key = f"{config.namespace}:members"
+        self.members_key = Keys(config.namespace).members
         self._owned: dict[int, str] = {}
         self._valid_until = 0.0  # time.monotonic() until which every claim in _owned holds
         self._lock = threading.Lock()

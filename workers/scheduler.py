@@ -24,6 +24,7 @@ from celery import Celery
 
 from frontier.config import CrawlConfig
 from frontier.frontier import Completion, Frontier, Lease, ip_token
+from frontier.keys import host_name
 from frontier.outcomes import Outcome
 from workers.dnspool import Pending, ResolverPool, worker_resolver
 from workers.messages import FetchOrder
@@ -52,11 +53,6 @@ def _summary(batch: list[list[object]]) -> str:
     urls = [str(msg[0]) for msg in batch[:3]]
     more = f" +{len(batch) - 3}" if len(batch) > 3 else ""
     return f"[{len(batch)} URLs: {' '.join(urls)}{more}]"
-
-
-def _name(host: str) -> str:
-    """The host name of a ``host[:port]`` (an IPv6 literal keeps its brackets)."""
-    return host.rsplit(":", 1)[0] if not host.endswith("]") else host
 
 
 class Scheduler:
@@ -247,7 +243,7 @@ class Scheduler:
         ready: list[Lease] = []
         ips: list[str | None] = []
         for lease in leases:
-            answer = self.dns.lookup_nowait(_name(lease.host))
+            answer = self.dns.lookup_nowait(host_name(lease.host))
             if isinstance(answer, Pending):
                 self._dns_waiting.setdefault(answer.name, []).append(lease)
                 self._dns_count += 1

@@ -1,11 +1,22 @@
 -- Lease up to N due hosts of one partition: pop the best URL of each into a lease.
--- KEYS[1] = <prefix>r
+-- Encoder/decoder: frontier/leases.py AcquireCall, AcquireReply.
+-- KEYS[1] = <prefix>r (Keys.ready); the other keys are built here from ARGV[1] = <prefix>
+--   (Keys.prefix(p), legend there), all in partition p's slot:
+--   <prefix>r         ZSET host -> next allowed time (read, hosts removed when leased)
+--   <prefix>pr        ZSET host -> best score, due hosts (mode 'z'/'a')
+--   <prefix>q:<host>  the host's queue: LIST (mode 'l') or ZSET url -> score
+--   <prefix>qe        HASH url -> entry head (mode 'z'/'a')
+--   <prefix>hb        HASH host -> lease id (set)
+--   <prefix>L         HASH lease id -> "host\tentry\tscore" (set)
+--   <prefix>D         ZSET lease id -> deadline (set)
+--   <prefix>s         HASH counters: seq (lease ids), queued, inflight
+--   <prefix>own       STRING owner "member|token" (read when fenced)
 -- ARGV: prefix, now, max_n, lease_ttl_s, owner ("member|token" or '' when not fenced), mode
 --   mode 'l' (bfs): hosts are taken from the time heap r in due order, URLs FIFO from lists.
---   mode 'z': due hosts move from r to the due heap pr, scored by their best URL; the best
+--   mode 'z'/'a': due hosts move from r to the due heap pr, scored by their best URL; the best
 --   hosts are leased and each gives its best URL (ZSET url -> -priority, head in HASH qe).
 --   That is Mercator's split: priority picks among due hosts, never past a host's delay.
--- Returns {earliest_next_or_-1, lease1, host1, entry1, score1, lease2, ...}, or {-2} when the
+-- Reply: {earliest_next_or_-1, lease1, host1, entry1, score1, lease2, ...}, or {-2} when the
 -- caller no longer owns the partition (fencing: a paused ex-owner must not hand out leases).
 -- Postconditions: each leased host is out of r and pr and marked busy (hb) with the lease id;
 -- the lease is in L ("host\tentry\tscore") and D (deadline). A host is never leased twice.

@@ -1,6 +1,21 @@
 -- Admit a batch of links into one partition: URL-seen test-and-set on the partition's scalable
 -- Bloom filter (see frontier/bloom.py), then enqueue the new ones.
--- KEYS[1] = <prefix>r (routes the call to the partition's slot; all keys share the tag)
+-- Encoder/decoder: frontier/admission.py AdmitCall (with LinkArgs per link), AdmitReply.
+-- KEYS[1] = <prefix>r (Keys.ready; routes the call to the partition's slot). The other keys
+--   are built here from ARGV[1] = <prefix> (Keys.prefix(p), legend there), all in p's slot:
+--   <prefix>r         ZSET host -> next allowed time (hosts woken by a new URL are added)
+--   <prefix>pr        ZSET host -> best score, due hosts (mode 'z'/'a': lowered, never added)
+--   <prefix>q:<host>  the host's queue: LIST of entries (mode 'l') or ZSET url -> -priority
+--   <prefix>qe        HASH url -> entry head "depth[.attempts.hops]" (mode 'z'/'a')
+--   <prefix>hn        HASH host -> next allowed time (read)
+--   <prefix>hb        HASH host -> lease id (read: a leased host is not woken)
+--   <prefix>hc        HASH host -> URLs admitted (host_cap > 0)
+--   <prefix>qv        HASH host+path -> distinct queries admitted (query_cap > 0)
+--   <prefix>b<l>      STRING bitmap of the Lua filter's layer l (filter 'lua')
+--   <prefix>bf        RedisBloom scalable filter (filter 'bf')
+--   <prefix>s         HASH counters: admitted, queued, seen_rejected, over_host_cap,
+--                     trap_query_variants, over_domain_budget, reprioritized; and the Lua
+--                     filter's bloom_layer, bloom_fill
 -- ARGV: prefix, now, mode, host_cap, query_cap, stride, n_budgets, budgets..., the filter,
 --       then per link: host, entry, hashes[, prio, budget] ('' = none, else a 1-based index
 --       into budgets; both only when stride is 5: priority orderings or budgets).
@@ -17,9 +32,9 @@
 --   query_cap: admit at most this many distinct queries per host path (0 = no cap; HASH qv).
 --   budgets: URLs each registered domain may still admit (IRLbot budget, computed by the
 --         caller); a new URL over its budget is not marked seen, so it may come back later.
--- Returns {admitted, rejected, flags, over_host_cap, over_query_cap, over_budget,
---          reprioritized, woke, per-budget admitted counts...}; flags: '1' new, '0' not
---          admitted; woke: earliest next-allowed time of a host put into r, or '-1'.
+-- Reply: {admitted, rejected, flags, over_host_cap, over_query_cap, over_budget,
+--         reprioritized, woke, per-budget admitted counts...}; flags: per link '1' new, '0'
+--         not admitted; woke: earliest next-allowed time of a host put into r, or '-1'.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])
 local mode = ARGV[3]

@@ -1,10 +1,13 @@
 -- IRLbot-style budgets of registered domains in one domain slot: how many more URLs each
 -- domain may admit. A domain's budget grows with the distinct other domains linking to it
 -- (a HyperLogLog per domain), so a spam or trap domain that nobody links to stays small.
--- KEYS[1] = <dprefix>dc (HASH domain -> URLs admitted; routes the call to the slot)
+-- Encoder/decoder: frontier/budgets.py BudgetCall, decode_budget.
+-- KEYS[1] = <dprefix>dc (Keys.domain_spent: HASH domain -> URLs admitted, read here; counted
+--   by Frontier.queue_domain_spent). Built here from ARGV[1] = <dprefix> (Keys.domain_prefix):
+--   <dprefix>in:<domain> HyperLogLog of the other registered domains linking to the domain.
 -- ARGV: dprefix, base, per_linker, cap, then per domain: domain, n, linking domains (n)...
 --   base = 0: no linker budget (only cap); cap = 0: no cap.
--- Returns per domain the URLs it may still admit (>= 0).
+-- Reply: per domain the URLs it may still admit (>= 0).
 local prefix = ARGV[1]
 local base = tonumber(ARGV[2])
 local per = tonumber(ARGV[3])

@@ -1,7 +1,9 @@
 -- Claim or renew the ownership lease of one partition (fencing token included).
--- KEYS[1] = <prefix>own, KEYS[2] = <prefix>epoch (same slot)
+-- Encoder/decoder: frontier/partitions.py encode_claim, decode_claim.
+-- KEYS[1] = <prefix>own (Keys.owner: STRING "member|token", with a TTL),
+-- KEYS[2] = <prefix>epoch (Keys.epoch: STRING last token handed out); same slot.
 -- ARGV: member, ttl_ms
--- Returns the fencing token (> 0) if the caller owns the partition now, else 0.
+-- Reply: the fencing token (> 0) if the caller owns the partition now, else 0.
 -- A new owner always gets a new, larger token (INCR), so writes of an earlier owner, which
 -- carry its old token, are rejected by the owner-only scripts (acquire, reap).
 local cur = redis.call('GET', KEYS[1])

@@ -1,14 +1,19 @@
 -- Finish leases of one partition: release each host with its next allowed time, optionally
 -- put an entry back on the host queue (retry: tail; robots fetched first / deferred: head),
 -- and count the outcome.
--- KEYS[1] = <prefix>r
+-- Encoder/decoder: frontier/leases.py encode_complete, decode_complete.
+-- KEYS[1] = <prefix>r (Keys.ready: the host goes back in if its queue is not empty). Built
+--   here from ARGV[1] = <prefix> (Keys.prefix(p), legend there), all in p's slot:
+--   <prefix>hb, <prefix>L, <prefix>D (the lease, removed), <prefix>hn (next allowed time,
+--   set), <prefix>q:<host> and <prefix>qe (the requeued entry), <prefix>s (counters:
+--   inflight, queued, stale, and the outcome's counter).
 -- ARGV: prefix, mode ('l' FIFO lists, else priority ZSETs), then per lease: lease, host,
 --   next_allowed, outcome, requeue_entry, where, score; where = 'h' (head) or 't' (tail),
 --   requeue_entry '' = none; score = the entry's priority score (ZSET queues only: a
 --   priority queue has no head or tail, the entry goes back with its own score).
 -- A lease that is no longer current (it expired and was re-queued by reap) is stale: nothing
 -- is changed except the 'stale' counter, so an old owner can never release a host twice.
--- Returns the number of stale leases.
+-- Reply: the number of stale leases.
 local prefix = ARGV[1]
 local mode = ARGV[2]
 local ready = KEYS[1]

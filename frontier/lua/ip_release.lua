@@ -1,5 +1,9 @@
--- Release per-IP tokens: ARGV: ip_prefix, then per token: ip, token, next_allowed.
--- KEYS[1] = <ip prefix>ipn
+-- Release per-IP tokens and push each IP's next allowed time forward.
+-- Encoder: frontier/ipgate.py encode_ip_release.
+-- KEYS[1] = <ip prefix>ipn (Keys.ip_next: HASH ip -> next allowed time, raised, never
+--   lowered). Built here from ARGV[1] = <ip prefix> (Keys.ip_prefix): <ip prefix>ipl:<ip>
+--   ZSET token -> deadline (the token removed).
+-- ARGV: ip_prefix, then per token: ip, token, next_allowed. Reply: 1.
 local prefix = ARGV[1]
 local ipn = KEYS[1]
 local i = 2

@@ -1,8 +1,13 @@
 -- Return expired leases of one partition to their host queues (the head of a FIFO list; a
 -- priority queue with the lease's own score).
--- KEYS[1] = <prefix>r
+-- Encoder/decoder: frontier/leases.py ReapCall, ReapReply.
+-- KEYS[1] = <prefix>r (Keys.ready: each host goes back in). Built here from ARGV[1] =
+--   <prefix> (Keys.prefix(p), legend there), all in p's slot: <prefix>D, <prefix>L,
+--   <prefix>hb (the lease, removed), <prefix>q:<host> and <prefix>qe (the entry, back),
+--   <prefix>hn (read), <prefix>s (counters: queued, inflight, requeued), <prefix>own (read
+--   when fenced).
 -- ARGV: prefix, now, max_n, owner ("member|token" or '' when not fenced), mode
--- Returns the number of leases re-queued, or -2 when the caller no longer owns the partition.
+-- Reply: the number of leases re-queued, or -2 when the caller no longer owns the partition.
 -- No URL is lost: a lease's entry goes back before the lease is deleted, in one atomic script.
 local prefix = ARGV[1]
 local now = tonumber(ARGV[2])

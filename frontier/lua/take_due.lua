@@ -1,6 +1,8 @@
 -- Take the scheduler's due hints of its own partitions: those hinted at or before now.
--- KEYS[1] = <namespace>:due (ZSET partition -> time); ARGV: now, partitions...
--- Returns {hinted partitions among them, earliest later hint time of one of them or '-1'};
+-- Decoder: frontier/partitions.py DueReply.
+-- KEYS[1] = <namespace>:due (Keys.due: ZSET partition -> time; added by
+--   Frontier.queue_due_hints). ARGV: now, partitions...
+-- Reply: {hinted partitions among them, earliest later hint time of one of them or '-1'};
 -- the taken hints are removed (a later hint adds them again). Hints of partitions the
 -- caller does not own stay for their owner.
 local now = tonumber(ARGV[1])
