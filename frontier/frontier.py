@@ -179,7 +179,7 @@ class Frontier:
 
         Queued after the scripts that made the hosts due have replied (so on a cluster the
         hint cannot overtake them); the scheduler acquires only partitions it knows or is
-        told have a due host, plus a sweep of all of them every ``SWEEP_S``.
+        told have a due host, plus a sweep of all of them every ``partition_sweep_s``.
         """
         self._partitions.queue_due_hints(pipe, hints)
 

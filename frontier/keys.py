@@ -139,10 +139,6 @@ class Keys:
         return f"{self.ns}:admitted"
 
     @property
-    def events(self) -> str:
-        return f"{self.ns}:events"
-
-    @property
     def due(self) -> str:
         """ZSET partition -> time from which it may have a due host (the scheduler's due
         hints: Frontier.queue_due_hints, lua/take_due.lua)."""

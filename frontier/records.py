@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from frontier.outcomes import Outcome
+from frontier.counters import Outcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +60,7 @@ def ip_token(lease: Lease) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """How a lease ends. ``outcome`` (frontier.outcomes.Outcome) is also the counter the
+    """How a lease ends. ``outcome`` (frontier.counters.Outcome) is also the counter the
     completion bumps."""
 
     lease: Lease

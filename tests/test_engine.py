@@ -20,8 +20,8 @@ import pytest
 import redis
 
 from frontier.config import CrawlConfig
+from frontier.counters import Outcome
 from frontier.frontier import Frontier, Lease
-from frontier.outcomes import Outcome
 from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
 from sandbox import SandboxConfig, SandboxWeb

@@ -4,8 +4,8 @@ scripts themselves run on a real Redis in tests/test_frontier.py and friends).""
 from __future__ import annotations
 
 from frontier.admission import AdmitCall, AdmitReply
+from frontier.counters import Outcome
 from frontier.leases import AcquireReply, ReapReply, encode_complete
-from frontier.outcomes import Outcome
 from frontier.partitions import DueReply, decode_claim, owner_value
 from frontier.records import Completion, Entry, Lease
 

@@ -88,7 +88,7 @@ def test_ip_and_domain_keys_have_their_own_tags() -> None:
 
 def test_crawl_wide_keys_are_distinct_and_outside_partitions() -> None:
     keys = Keys("crawl")
-    wide = [keys.config, keys.started, keys.admitted_total, keys.events, keys.due, keys.members,
+    wide = [keys.config, keys.started, keys.admitted_total, keys.due, keys.members,
             keys.engines, keys.task_queue]
     assert len(set(wide)) == len(wide)
     assert all("{" not in k for k in wide)

@@ -9,8 +9,8 @@ from dataclasses import asdict
 import redis
 
 from frontier.config import CrawlConfig
+from frontier.counters import Outcome
 from frontier.frontier import Completion
-from frontier.outcomes import Outcome
 from workers.crawl import init_crawl
 from workers.engine_figures import EngineFigures, publish_figures, read_engines
 from workers.load import Limit, _diagnose, measure

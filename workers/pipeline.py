@@ -17,9 +17,8 @@ from typing import Any
 
 from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, Features, record_fields
-from frontier.counters import DUPLICATES, ERRORS, LINKS_REFUSED, ROBOTS_POLICIES
+from frontier.counters import DUPLICATES, ERRORS, LINKS_REFUSED, ROBOTS_POLICIES, Outcome
 from frontier.frontier import AdmitLink, Completion, Entry, Lease
-from frontier.outcomes import Outcome
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
 from workers.context import WorkerContext

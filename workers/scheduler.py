@@ -23,9 +23,9 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
+from frontier.counters import Outcome
 from frontier.frontier import Completion, Frontier, Lease, ip_token
 from frontier.keys import host_name
-from frontier.outcomes import Outcome
 from workers.dnspool import Pending, ResolverPool, worker_resolver
 from workers.messages import FetchOrder
 
