@@ -9,7 +9,6 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0)
     sub = parser.add_subparsers(dest="command", required=True)
 
+    _add_crawl_commands(sub)
+    _add_cluster_commands(sub)
+    _add_inspection_commands(sub)
+    return parser
+
+
+def _add_crawl_commands(sub: Any) -> None:
+    """demo and crawl: a whole crawl from this command."""
     demo = sub.add_parser("demo", help="crawl the built-in sandbox web on an embedded Redis")
     _common_crawl_args(demo)
     demo.add_argument("--hosts", type=int, default=200)
@@ -72,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--resume", action="store_true", help="continue the crawl in Redis")
     crawl.add_argument("--fresh", action="store_true", help="delete that crawl's state first")
 
+
+def _add_cluster_commands(sub: Any) -> None:
+    """worker and scheduler: the processes of a cluster."""
     worker = sub.add_parser("worker", help="join a running crawl as a Celery worker")
     worker.add_argument("--redis", required=True)
     worker.add_argument("--namespace", default="trawl")
@@ -92,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     sched.add_argument("--forever", action="store_true", help="keep running when idle")
     sched.add_argument("--name", default=None, help="member name (default host-pid-random)")
 
+
+def _add_inspection_commands(sub: Any) -> None:
+    """seed, status, flower, dedup-report, robots: working with a crawl."""
     seed = sub.add_parser("seed", help="add URLs to a running crawl")
     seed.add_argument("--redis", required=True)
     seed.add_argument("--namespace", default="trawl")
@@ -119,7 +132,6 @@ def build_parser() -> argparse.ArgumentParser:
     robots.add_argument("urls", nargs="+")
     robots.add_argument("--agent", default="trawl")
     robots.add_argument("--json", action="store_true")
-    return parser
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -201,8 +213,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
         terminate_on_sigterm,
         write_summary,
     )
-    from workers.load import measure
-    from workers.progress import CrawlProgress, print_summary
+    from workers.progress import print_summary
 
     config.validate()
     embedded = None
@@ -226,17 +237,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
             start = time.monotonic()
             # The workers own the partitions and schedule them (workers/member.py); this
             # process seeds, watches and summarizes.
-            with CrawlProgress(enabled=not args.no_progress) as progress:
-                load, looked = None, 0.0
-                while not watcher.done():
-                    if not args.no_progress and time.monotonic() - looked >= 1.0:
-                        load, looked = measure(frontier, watcher.last.get("inflight", 0)), \
-                            time.monotonic()
-                    progress.update(watcher.last, load)
-                    if pool.count and pool.alive() == 0:
-                        raise RuntimeError(f"all workers exited: see {out / 'logs'}")
-                    time.sleep(0.25)
-                progress.update(watcher.last)
+            _watch(frontier, watcher, pool, not args.no_progress, out / "logs")
             elapsed = time.monotonic() - start
             summary = summarize(watcher.poll(), elapsed, args.workers, config.partitions)
             summary["bloom_backend"] = config.bloom_backend
@@ -251,6 +252,25 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
     print_summary(summary)
     write_summary(args.summary_json or (out / "summary.json"), summary)
     return 0
+
+
+def _watch(frontier: Any, watcher: Any, pool: Any, show_progress: bool, logs: Path) -> None:
+    """Until the crawl is done: the progress bar (with what limits the crawl, read once a
+    second), and a check that some worker is still alive."""
+    from workers.load import measure
+    from workers.progress import CrawlProgress
+
+    with CrawlProgress(enabled=show_progress) as progress:
+        load, looked = None, 0.0
+        while not watcher.done():
+            if show_progress and time.monotonic() - looked >= 1.0:
+                load = measure(frontier, watcher.last.get("inflight", 0))
+                looked = time.monotonic()
+            progress.update(watcher.last, load)
+            if pool.count and pool.alive() == 0:
+                raise RuntimeError(f"all workers exited: see {logs}")
+            time.sleep(0.25)
+        progress.update(watcher.last)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -337,46 +357,10 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from frontier.counters import ERRORS, STATUS_COLUMNS, errors
-    from frontier.frontier import Frontier
-    from workers.context import load_config
-    from workers.crawl import connect
-    from workers.load import measure
+    from workers.status import print_status
 
-    client = connect(args.redis)
-    frontier = Frontier(client, load_config(client, args.namespace, args.redis))
-    parts = frontier.partition_stats()
-    totals = frontier.stats()
-    started = float(client.get(frontier.keys.started) or time.time())
-    rate = round(totals["fetched"] / max(1e-9, time.time() - started), 2)
-    load = measure(frontier, totals.get("inflight", 0))
-    if args.json:
-        print(json.dumps({"totals": totals, "pages_per_s": rate, "load": asdict(load),
-                          "partitions": parts if args.partitions else None}))
-        return 0
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"crawl {args.namespace}")
-    cols = STATUS_COLUMNS
-    table.add_column("partition")
-    for c in cols:
-        table.add_column(c, justify="right")
-    table.add_column("errors", justify="right")
-    rows = list(enumerate(parts)) if args.partitions else []
-    for p, st in rows:
-        table.add_row(str(p), *(str(st.get(c, 0)) for c in cols), str(errors(st)))
-    table.add_row("all", *(str(totals.get(c, 0)) for c in cols), str(errors(totals)))
-    Console().print(table)
-    print(f"pages/s since start: {rate}")
-    print(f"fetches in flight: {load.in_flight} of {load.capacity} in {load.engines} engines "
-          f"(+{load.waiting} waiting for a slot; {load.leases_out} leases out of "
-          f"max_inflight {load.max_inflight}); engine CPU {load.cpu_load:.0%} of a core")
-    print(f"hosts: {load.hosts_ready} due now, {load.hosts_waiting} waiting on their delay")
-    print(f"limited by: {load.limit.value} ({load.why})")
-    for kind, n in ERRORS.members(totals).items():
-        print(f"  {kind}: {n}")
-    return 0
+    return print_status(args.redis, args.namespace, as_json=args.json,
+                        per_partition=args.partitions)
 
 
 def cmd_dedup_report(args: argparse.Namespace) -> int:

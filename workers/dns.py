@@ -356,6 +356,11 @@ class CachingResolver(Resolver):
             assert pending.ip is not None
             return pending.ip
 
+        return self._look_up(name, pending)
+
+    def _look_up(self, name: str, pending: _Pending) -> str:
+        """The one lookup of ``name`` its waiters share: cached (or its failure, for
+        ``negative_ttl_s``), then handed to them."""
         ip: str | None = None
         error: DNSError | None = None
         try:

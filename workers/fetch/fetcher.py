@@ -185,38 +185,18 @@ class Fetcher:
         t0 = time.monotonic()
         resp: Any = None
         try:
-            if https and self._ca_path is not None and not os.path.exists(self._ca_path):
-                raise OSError(  # what requests' cert_verify raised
-                    f"Could not find a suitable TLS CA certificate bundle, "
-                    f"invalid path: {self._ca_path}"
-                )
-            pool = self._pm.pool_for(
-                target.scheme, host.lower(), port or default_port, ip
-            )
-            resp = pool.urlopen(
-                "GET", target.path, body=None, headers=headers, retries=_NO_RETRIES,
-                redirect=False, assert_same_host=False, timeout=self._timeout,
-                pool_timeout=None, release_conn=False, chunked=False,
-                preload_content=False, decode_content=False,
-            )
+            resp = self._open(target, host, port or default_port, ip, headers)
             self._read_response(res, resp, max_bytes, deadline, filter_types=filter_types,
                                 truncation_is_error=truncation_is_error)
             if deadline.fired and res.error is None:
                 # The watchdog shut the socket: http.client may take that EOF for the end of
                 # the headers or body, so the response looks complete but is not.
-                res.error, res.error_detail = (
-                    ("aborted", deadline.why) if deadline.why
-                    else ("timeout", f"total timeout {self.total_timeout_s}s"))
+                res.error, res.error_detail = self._fired(deadline)
                 res.truncated = True
         except Exception as e:
-            if deadline.why:
-                res.error, res.error_detail = "aborted", deadline.why
-            else:
-                res.error = "timeout" if deadline.fired else _classify(e)
-                res.error_detail = (
-                    f"total timeout {self.total_timeout_s}s" if deadline.fired
-                    else f"{type(e).__name__}: {e}"[:500]
-                )
+            res.error, res.error_detail = (
+                self._fired(deadline) if deadline.fired
+                else (_classify(e), f"{type(e).__name__}: {e}"[:500]))
             if res.status is not None:
                 res.truncated = True
         finally:
@@ -226,6 +206,30 @@ class Fetcher:
             if resp is not None and (res.error is not None or res.truncated):
                 _discard(resp)
         return res
+
+    def _open(self, target: Any, host: str, port: int, ip: str, headers: dict[str, str]
+              ) -> Any:
+        """Send the GET on a kept-alive (or new) connection to ``ip``; the response, unread."""
+        if target.scheme == "https" and self._ca_path is not None \
+                and not os.path.exists(self._ca_path):
+            raise OSError(  # what requests' cert_verify raised
+                f"Could not find a suitable TLS CA certificate bundle, "
+                f"invalid path: {self._ca_path}"
+            )
+        pool = self._pm.pool_for(target.scheme, host.lower(), port, ip)
+        return pool.urlopen(
+            "GET", target.path, body=None, headers=headers, retries=_NO_RETRIES,
+            redirect=False, assert_same_host=False, timeout=self._timeout,
+            pool_timeout=None, release_conn=False, chunked=False,
+            preload_content=False, decode_content=False,
+        )
+
+    def _fired(self, deadline: Any) -> tuple[str, str]:
+        """The error of a fetch whose deadline fired: its time was up, or the engine ended
+        it (its lease lapsed)."""
+        if deadline.why:
+            return "aborted", deadline.why
+        return "timeout", f"total timeout {self.total_timeout_s}s"
 
     def _checked_ip(self, res: FetchResult, host: str, ip: str | None) -> str | None:
         """The IP to connect to (``ip``, else the resolver's answer), or None with ``res``'s
