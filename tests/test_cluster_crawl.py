@@ -11,17 +11,18 @@ import redis
 from frontier.redisbloom import module_path
 from frontier.redisclient import client_from_url
 from frontier.redisserver import EmbeddedRedis
-from sandbox import SandboxWeb
 from tests.drillkit import WEB, Drill, drill_config, judge, refetched
 from tests.rediscluster import redis_cluster
+from tests.webs import SandboxWebs
 from workers.crawl import WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 
 
-def test_crawl_on_a_three_master_cluster(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
+def test_crawl_on_a_three_master_cluster(tmp_path: Path, redis_server: EmbeddedRedis,
+                                         webs: SandboxWebs) -> None:
     with redis_cluster(tmp_path / "cluster", masters=3) as cluster, \
-            SandboxWeb(WEB, tmp_path / "requests.log") as web:
+            webs.running(WEB) as web:
         state_url = cluster.urls[0].replace("redis://", "redis-cluster://")
         client = client_from_url(state_url)
         config = drill_config(web, "cl1", tmp_path / "out")

@@ -18,16 +18,16 @@ import pytest
 import redis
 
 from frontier.redisserver import EmbeddedRedis
-from sandbox import SandboxWeb
 from tests.drillkit import WEB, Drill, drill_config, judge, refetched
+from tests.webs import SandboxWebs
 from workers.crawl import WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def drill(tmp_path: Path, redis_server: EmbeddedRedis) -> Iterator[Drill]:
-    with SandboxWeb(WEB, tmp_path / "requests.log") as web:
+def drill(tmp_path: Path, redis_server: EmbeddedRedis, webs: SandboxWebs) -> Iterator[Drill]:
+    with webs.running(WEB) as web:
         client = redis.Redis.from_url(redis_server.url)
         config = drill_config(web, tmp_path.name, tmp_path / "out")
         frontier = init_crawl(client, config, list(web.seeds))

@@ -13,6 +13,7 @@ import pytest
 from frontier.redisserver import EmbeddedRedis
 from sandbox import RobotsKind, SandboxConfig, SandboxWeb
 from tests.checks import crawler_entries, fetch_counts, overlaps, short_gaps
+from tests.webs import SandboxWebs
 from workers.cli import main
 
 pytestmark = pytest.mark.e2e
@@ -38,12 +39,12 @@ def crawl(web: SandboxWeb, redis_url: str, out: Path, *extra: str) -> dict:
 
 @pytest.fixture(scope="module", params=["bfs", "indegree", "opic", "random"])
 def big_crawl(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-              redis_server: EmbeddedRedis):
+              redis_server: EmbeddedRedis, module_webs: SandboxWebs):
     """One crawl per ordering: priority must never break politeness or lose a URL."""
     tmp = tmp_path_factory.mktemp(f"e2e-{request.param}")
     cfg = SandboxConfig(seed=7, hosts=60, pages_per_host=40, ips=20, crawl_delay_s=0.3,
                         robots_slow_s=0.4, slow_page_s=0.4, hang_s=5.0)
-    with SandboxWeb(cfg, tmp / "requests.log") as web:
+    with module_webs.running(cfg) as web:
         out = tmp / f"crawl1-{request.param}"
         summary = crawl(web, redis_server.url, out, "--delay", str(DELAY_S),
                         "--ip-concurrency", "1", "--ordering", request.param)
@@ -122,11 +123,12 @@ def test_summary_counts_add_up_and_records_match(big_crawl) -> None:
 
 
 def test_negative_control_zero_delay_breaks_the_gap_check(tmp_path: Path,
-                                                          redis_server: EmbeddedRedis) -> None:
+                                                          redis_server: EmbeddedRedis,
+                                                          webs: SandboxWebs) -> None:
     """The gap check must be able to fail: with delay 0 the same check finds short gaps."""
     cfg = SandboxConfig(seed=11, hosts=12, pages_per_host=20, ips=12, crawl_delay_s=0.0,
                         robots_slow_s=0.1, slow_page_s=0.1, hang_s=3.0)
-    with SandboxWeb(cfg, tmp_path / "requests.log") as web:
+    with webs.running(cfg) as web:
         crawl(web, redis_server.url, tmp_path / "crawl0", "--delay", "0",
               "--set", "adaptive_delay_factor=0")
         entries = crawler_entries(web.read_log())

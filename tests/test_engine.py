@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from frontier.frontier import Frontier, Lease
 from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
 from sandbox import SandboxConfig, SandboxWeb
+from tests.webs import SandboxWebs
 from workers import context
 from workers.celery_app import configure
 from workers.completion import apply_results
@@ -46,12 +46,12 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis) -> Iterator[Env]:
+def env(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
+        module_webs: SandboxWebs) -> Env:
     tmp = tmp_path_factory.mktemp("engine")
     web_cfg = SandboxConfig(seed=11, hosts=16, pages_per_host=20, ips=16, crawl_delay_s=0.0,
                             slow_page_s=SLOW_S)
-    with SandboxWeb(web_cfg, tmp / "requests.log") as web:
-        yield Env(web, redis_server.url, tmp)
+    return Env(module_webs.shared(web_cfg), redis_server.url, tmp)
 
 
 def _crawl(env: Env, namespace: str, slow_url: str) -> tuple[Frontier, Lease, list[Lease]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import random
@@ -14,7 +15,7 @@ import time
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,6 +26,7 @@ import trustme
 import urllib3.util
 
 import workers.fetch.prepare as fetch_mod
+from tests.loopback import LoopbackServer, serving
 from workers.dns import CachingResolver
 from workers.fetch import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, Fetcher
 from workers.useragent import user_agent
@@ -153,41 +155,33 @@ class Handler(BaseHTTPRequestHandler):
             self._send(404, b"not found")
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of zeros, gzipped to ~65 KB: made once, not per server."""
+    return gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
 
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass  # clients hanging up on purpose (skip, timeout tests) are expected
+
+class Server(LoopbackServer):
+    """The shared loopback server with Handler's misbehaving paths and what they record."""
 
     def __init__(self, addr: str, port: int = 0) -> None:
-        super().__init__((addr, port), Handler)
-        self.lock = threading.Lock()
+        super().__init__(Handler, addr, port)
         #: (Host header, path, client (ip, port)) per request; one client port = one connection
         self.log: list[tuple[str | None, str, tuple[str, int]]] = []
         self.aborted = threading.Event()
-        self.bomb = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
+        self.bomb = gzip_bomb()
 
 
 @pytest.fixture(scope="module")
 def srv1() -> Iterator[Server]:
-    s = Server("127.0.0.1")
-    yield s
-    s.shutdown()
-    s.server_close()
+    with serving(Server("127.0.0.1")) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
 def srv2() -> Iterator[Server]:
-    s = Server("127.0.0.2")
-    yield s
-    s.shutdown()
-    s.server_close()
+    with serving(Server("127.0.0.2")) as s:
+        yield s
 
 
 STATIC = {
@@ -246,12 +240,11 @@ def test_given_ip_overrides_resolver(fetcher: Fetcher, srv1: Server) -> None:
 def test_same_host_port_different_ip_never_reuses_connection(fetcher: Fetcher) -> None:
     # One port number bound on 127.0.0.1 and on 127.0.0.2 by two servers.
     for _ in range(20):
-        a = Server("127.0.0.1")
+        a = Server("127.0.0.1").start()
         try:
-            b = Server("127.0.0.2", a.port)
+            b = Server("127.0.0.2", a.port).start()
         except OSError:
-            a.shutdown()
-            a.server_close()
+            a.stop()
             continue
         break
     else:
@@ -266,8 +259,7 @@ def test_same_host_port_different_ip_never_reuses_connection(fetcher: Fetcher) -
         assert len(b.log) == 2 and len({peer for _, _, peer in b.log}) == 1
     finally:
         for srv in (a, b):
-            srv.shutdown()
-            srv.server_close()
+            srv.stop()
 
 
 def test_keep_alive_reuses_connection(fetcher: Fetcher, srv1: Server) -> None:
@@ -524,9 +516,8 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serve
     ctx.sni_callback = lambda sock, name, c: sni.append(name)  # type: ignore[assignment]
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
     s.sni = sni  # type: ignore[attr-defined]
-    yield s, cert
-    s.shutdown()
-    s.server_close()
+    with serving(s):
+        yield s, cert
 
 
 def test_https_sni_and_cert_use_host_name(tls_server: tuple[Server, Path]) -> None:
@@ -555,9 +546,8 @@ def private_ca_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tupl
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("foo.sandbox.test").configure_cert(ctx)
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
-    yield s, ca_pem
-    s.shutdown()
-    s.server_close()
+    with serving(s):
+        yield s, ca_pem
 
 
 def _certifi_ca_count() -> int:

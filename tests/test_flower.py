@@ -20,8 +20,9 @@ import redis
 
 from frontier.config import ConfigError, CrawlConfig
 from frontier.redisserver import EmbeddedRedis, free_port
-from sandbox import SandboxConfig, SandboxWeb
+from sandbox import SandboxConfig
 from tests.waiting import wait_for
+from tests.webs import SandboxWebs
 from workers.crawl import canonical_seeds, init_crawl
 from workers.flower import flower_command, parse_basic_auth
 
@@ -61,8 +62,8 @@ def get(port: int, path: str, auth: tuple[str, str] | None = (USER, PASSWORD),
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory,
-         redis_server: EmbeddedRedis) -> Iterator[dict[str, Any]]:
+def live(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
+         module_webs: SandboxWebs) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("flower")
     ns = "flowertest"
     client = redis.Redis.from_url(redis_server.url)
@@ -71,7 +72,7 @@ def live(tmp_path_factory: pytest.TempPathFactory,
     cfg = SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=6, robots_slow_s=0.3,
                         slow_page_s=0.3, hang_s=2.0)
     procs: list[subprocess.Popen[bytes]] = []
-    with SandboxWeb(cfg, tmp / "requests.log") as web:
+    with module_webs.running(cfg) as web:
         config = CrawlConfig.from_dict({
             "namespace": ns, "output_dir": str(tmp / "out"), "host_delay_s": 0.2,
             "adaptive_delay_factor": 0.0, "allow_private_ips": True, "ip_concurrency": 0,

@@ -5,7 +5,6 @@ each refusal is recorded with a TLS reason (verification is never turned off).""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from tests.checks import crawler_entries
+from tests.webs import SandboxWebs
 from workers.cli import main
 
 pytestmark = pytest.mark.e2e
@@ -22,9 +22,8 @@ WEB = SandboxConfig(seed=21, hosts=16, pages_per_host=10, ips=8, https_share=0.5
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
-    with SandboxWeb(WEB, tmp_path_factory.mktemp("https") / "requests.log") as web:
-        yield web
+def web(module_webs: SandboxWebs) -> SandboxWeb:
+    return module_webs.shared(WEB)
 
 
 def _crawl(web: SandboxWeb, redis_url: str, out: Path, *extra: str) -> list[dict]:

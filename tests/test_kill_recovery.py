@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import redis
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from tests.drillkit import drill_config
+from tests.webs import SandboxWebs
 from workers.crawl import CrawlWatcher, WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
@@ -34,10 +34,8 @@ MARGIN_S = 6.0
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
-    tmp = tmp_path_factory.mktemp("kill")
-    with SandboxWeb(WEB, tmp / "requests.log") as web:
-        yield web
+def web(module_webs: SandboxWebs) -> SandboxWeb:
+    return module_webs.shared(WEB)
 
 
 def _run(web: SandboxWeb, redis_url: str, tmp: Path, namespace: str,

@@ -14,14 +14,15 @@ import pytest
 import redis
 
 from frontier.redisserver import EmbeddedRedis
-from sandbox import SandboxWeb
 from tests.drillkit import WEB, Drill, drill_config, judge, refetched
+from tests.webs import SandboxWebs
 from workers.crawl import WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 
 
-def test_redis_killed_and_restarted_with_aof_loses_nothing(tmp_path: Path) -> None:
+def test_redis_killed_and_restarted_with_aof_loses_nothing(tmp_path: Path,
+                                                           webs: SandboxWebs) -> None:
     """SIGKILL redis-server mid-crawl, restart it on its AOF: the crawl finishes, nothing lost.
 
     With appendfsync everysec every write reaches the kernel before Redis replies, so a crash
@@ -30,7 +31,7 @@ def test_redis_killed_and_restarted_with_aof_loses_nothing(tmp_path: Path) -> No
     """
     server = EmbeddedRedis(tmp_path / "redis", appendonly=True).start()
     port = server.port
-    with SandboxWeb(WEB, tmp_path / "requests.log") as web:
+    with webs.running(WEB) as web:
         client = redis.Redis.from_url(server.url)
         config = drill_config(web, "aof", tmp_path / "out")
         frontier = init_crawl(client, config, list(web.seeds))
@@ -60,8 +61,9 @@ def test_redis_killed_and_restarted_with_aof_loses_nothing(tmp_path: Path) -> No
             server.stop()
 
 
-def test_whole_crawl_stop_and_resume(tmp_path: Path, redis_server: EmbeddedRedis) -> None:
-    with SandboxWeb(WEB, tmp_path / "requests.log") as web:
+def test_whole_crawl_stop_and_resume(tmp_path: Path, redis_server: EmbeddedRedis,
+                                     webs: SandboxWebs) -> None:
+    with webs.running(WEB) as web:
         common = [
             "--redis", redis_server.url, "--namespace", "resume1", "--workers", "2",
             "--concurrency", "4", "--output", str(tmp_path / "out"), "--no-progress",

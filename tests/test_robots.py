@@ -5,13 +5,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
+from tests.loopback import HTTPServerFactory, Reply, Request
 from workers import robots as robots_mod
 from workers.robots import ROBOTS_MAX_BYTES, RobotsPolicy, robots_command, ttl_for
 
@@ -139,37 +137,22 @@ def test_cli_on_file() -> None:
                           out=io.StringIO()) == 2
 
 
-class _Handler(BaseHTTPRequestHandler):
-    routes: ClassVar[dict[str, tuple[int, bytes]]] = {
-        "/robots.txt": (200, b"User-agent: *\nDisallow: /private\nCrawl-delay: 2.5\n"),
-        "/gone/robots.txt": (404, b"not found"),
-        "/down/robots.txt": (503, b"busy"),
-    }
-
-    def do_GET(self) -> None:
-        if self.path.startswith("/loop"):
-            self.send_response(302)
-            self.send_header("Location", self.path + "x")
-            self.end_headers()
-            return
-        status, body = self.routes.get(self.path, (404, b""))
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+ROUTES = {
+    "/robots.txt": Reply(200, b"User-agent: *\nDisallow: /private\nCrawl-delay: 2.5\n", None),
+    "/gone/robots.txt": Reply(404, b"not found", None),
+    "/down/robots.txt": Reply(503, b"busy", None),
+}
 
 
-@pytest.fixture
-def server():
-    httpd = HTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+def _robots_reply(request: Request) -> Reply:
+    if request.target.startswith("/loop"):
+        return Reply(302, b"", None, (("Location", request.target + "x"),))
+    return ROUTES.get(request.target, Reply(404, b"", None))
+
+
+@pytest.fixture(scope="module")
+def server(http_server: HTTPServerFactory) -> str:
+    return http_server(respond=_robots_reply).origin()
 
 
 def test_cli_on_url(server: str) -> None:

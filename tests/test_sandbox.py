@@ -7,8 +7,6 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import lxml.html
@@ -26,15 +24,15 @@ from sandbox import (
     canonical_url,
 )
 from sandbox.graph import relative_ref
+from tests.webs import SandboxWebs
 
 CONFIG = SandboxConfig(seed=3, hosts=30, pages_per_host=30, ips=8, robots_slow_s=0.3,
                        slow_page_s=0.3, hang_s=4.0, crawl_delay_s=0.25)
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
-    with SandboxWeb(CONFIG, tmp_path_factory.mktemp("sb") / "log.jsonl") as w:
-        yield w
+def web(module_webs: SandboxWebs) -> SandboxWeb:
+    return module_webs.shared(CONFIG)
 
 
 def get(web: SandboxWeb, url: str, timeout: float = 5.0, **headers: str) -> requests.Response:
@@ -272,9 +270,8 @@ def links_in_html(url: str, r: requests.Response, hosts: dict[str, str]) -> list
     return out
 
 
-def test_log_is_complete_after_shutdown(tmp_path: Path) -> None:
-    log = tmp_path / "log.jsonl"
-    with SandboxWeb(CONFIG, log) as w:
+def test_log_is_complete_after_shutdown(webs: SandboxWebs) -> None:
+    with webs.running(CONFIG) as w:
         site = site_of(w)
         urls = site.page_urls()[:25]
         for u in urls:
@@ -311,8 +308,8 @@ def test_prerender_keeps_every_page_past_the_cache_bound() -> None:
             assert site.respond(host, path) == fresh.respond(host, path)
 
 
-def test_prerendered_server_serves_the_same_bytes(tmp_path: Path) -> None:
-    with SandboxWeb(CONFIG, tmp_path / "log.jsonl", prerender=True) as w:
+def test_prerendered_server_serves_the_same_bytes(webs: SandboxWebs) -> None:
+    with webs.running(CONFIG, prerender=True) as w:
         site = site_of(w)
         assert w.prerendered["pages"] == CONFIG.hosts * CONFIG.pages_per_host
         urls = [u for u in site.page_urls() if urlsplit(u).hostname != site.hang_host]

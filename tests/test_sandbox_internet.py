@@ -13,7 +13,6 @@ import socket
 import ssl
 import statistics
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -21,6 +20,7 @@ import pytest
 
 from sandbox import SandboxConfig, SandboxSite, SandboxWeb
 from sandbox.latency import Failure, LatencyModel
+from tests.webs import SandboxWebs
 
 WEB = SandboxConfig.internet(seed=5, hosts=40, pages_per_host=10, ips=4, hang_s=1.5,
                              latency_median_s=0.1, latency_shape=0.6, slow_host_share=0.1,
@@ -30,9 +30,8 @@ MODEL = LatencyModel(WEB.seed, WEB.latency_median_s, WEB.latency_shape, WEB.slow
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
-    with SandboxWeb(WEB, tmp_path_factory.mktemp("internet") / "requests.log") as web:
-        yield web
+def web(module_webs: SandboxWebs) -> SandboxWeb:
+    return module_webs.shared(WEB)
 
 
 def _tls() -> ssl.SSLContext:
@@ -238,12 +237,12 @@ def _timings(web: SandboxWeb, urls: list[str]) -> list[float]:
 
 
 def test_two_servers_with_the_same_seed_answer_after_the_same_delays(
-        web: SandboxWeb, tmp_path_factory: pytest.TempPathFactory) -> None:
+        web: SandboxWeb, webs: SandboxWebs) -> None:
     site = web.site
     assert site is not None
     urls = _urls(site, 7, calm=2)[:8] + _urls(site, 8, calm=2)[:4]
     first = _timings(web, urls)
-    with SandboxWeb(WEB, tmp_path_factory.mktemp("again") / "requests.log") as again:
+    with webs.running(WEB) as again:
         assert again.site is not None
         second = _timings(again, [again.site.url(urlsplit(u).hostname or "", urlsplit(u).path)
                                   for u in urls])

@@ -6,13 +6,13 @@ from __future__ import annotations
 import http.client
 import statistics
 import time
-from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
 
 from sandbox import SandboxConfig, SandboxWeb
 from sandbox.latency import Failure, LatencyModel
+from tests.webs import SandboxWebs
 
 WEB = SandboxConfig.internet(seed=3, hosts=12, pages_per_host=20, ips=4, hang_s=1.0,
                              slow_host_share=0.0, fail_share=0.3, trickle_share=0.3,
@@ -47,9 +47,8 @@ def test_model_shares_of_slow_hosts_and_failures() -> None:
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
-    with SandboxWeb(WEB, tmp_path_factory.mktemp("latency") / "requests.log") as web:
-        yield web
+def web(module_webs: SandboxWebs) -> SandboxWeb:
+    return module_webs.shared(WEB)
 
 
 def _get(web: SandboxWeb, url: str, conn: http.client.HTTPConnection | None = None

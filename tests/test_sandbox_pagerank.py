@@ -15,8 +15,9 @@ from urllib.parse import urlsplit
 import numpy as np
 import pytest
 
-from sandbox import SandboxConfig, SandboxSite, SandboxWeb, SpecialKind
+from sandbox import SandboxConfig, SandboxSite, SpecialKind
 from sandbox.pagerank import DAMPING, pagerank, top_urls, web_graph
+from tests.webs import SandboxWebs
 
 CONFIG = SandboxConfig(seed=3, hosts=30, pages_per_host=30, ips=8, robots_slow_s=0.3,
                        slow_page_s=0.3, hang_s=4.0, crawl_delay_s=0.25)
@@ -150,10 +151,10 @@ def test_cli_writes_pagerank_without_serving(tmp_path: Path) -> None:
     assert bad.returncode == 2 and b"--no-serve needs" in bad.stderr
 
 
-def test_served_web_writes_pagerank_for_its_port(tmp_path: Path) -> None:
+def test_served_web_writes_pagerank_for_its_port(tmp_path: Path, webs: SandboxWebs) -> None:
     cfg = SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=4, traps=True)
     out = tmp_path / "pr.json"
-    with SandboxWeb(cfg, tmp_path / "log.jsonl", pagerank_out=out, start_timeout_s=120) as web:
+    with webs.running(cfg, pagerank_out=out, start_timeout_s=120) as web:
         assert web.site is not None
         doc = json.loads(out.read_text())
         assert doc["port"] == web.port and doc["scores"] == web.site.pagerank()

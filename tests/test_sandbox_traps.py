@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator
 from difflib import SequenceMatcher
 from urllib.parse import parse_qsl, urldefrag, urljoin, urlsplit
 
@@ -17,6 +16,7 @@ import pytest
 import requests
 
 from sandbox import FARM_LISTED, TRAP_KINDS, SandboxConfig, SandboxSite, SandboxWeb, canonical_url
+from tests.webs import SandboxWebs
 
 CONFIG = SandboxConfig(seed=7, hosts=16, pages_per_host=20, ips=4, robots_slow_s=0.3,
                        slow_page_s=0.3, hang_s=4.0, crawl_delay_s=0.25, traps=True)
@@ -25,9 +25,8 @@ SESSION_ID = re.compile(r"[?&](?:sid|PHPSESSID)=[0-9a-f]+$|;jsessionid=[0-9A-F]+
 
 
 @pytest.fixture(scope="module")
-def web(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxWeb]:
-    with SandboxWeb(CONFIG, tmp_path_factory.mktemp("traps") / "log.jsonl") as w:
-        yield w
+def web(module_webs: SandboxWebs) -> SandboxWeb:
+    return module_webs.shared(CONFIG)
 
 
 def site_of(web: SandboxWeb) -> SandboxSite:

@@ -6,10 +6,8 @@ import copy
 import os
 import random
 import secrets
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ import pytest
 from lxml import etree
 
 from frontier.config import CrawlConfig
+from tests.loopback import HTTPServerFactory, LoopbackServer, Reply, Request
 from workers.dns import CachingResolver
 from workers.fetch import Fetcher
 from workers.parse import parse_html
@@ -63,64 +62,36 @@ def real_page(name: str) -> bytes:
             f"</body></html>").encode()
 
 
-class Handler(BaseHTTPRequestHandler):
+HTML = "text/html; charset=utf-8"
+
+
+def respond(request: Request) -> Reply:
     """Hosts by Host header: proper.test (real 404s), soft.test (200 for every path),
     redirect.test (302 to / for missing paths), plain.test (200 text/plain)."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8",
-              extra: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in (extra or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        host = (self.headers.get("Host") or "").split(":")[0]
-        path = self.path.split("?")[0]
-        self.server.requests.append((host, self.path))  # type: ignore[attr-defined]
-        name = path.strip("/")
-        if host == "proper.test":
-            if name in ("widget-pro", "manual"):
-                self._send(200, real_page(name))
-            else:
-                self._send(404, b"<html><body><h1>404 Not Found</h1></body></html>")
-        elif host == "soft.test":
-            if name in ("widget-pro", "manual"):
-                self._send(200, real_page(name))
-            elif name in SERVED_REAL:
-                self._send(200, (VECTORS / "realpages" / name).read_bytes())
-            else:
-                self._send(200, template(path))
-        elif host == "redirect.test":
-            if path == "/":
-                self._send(200, real_page("manual"))
-            else:
-                self._send(302, b"", extra={"Location": "/"})
-        elif host == "plain.test":
-            self._send(200, b"nothing here " + path.encode(), "text/plain")
-        else:
-            self._send(421, b"")
+    host, path = request.host, request.path
+    name = path.strip("/")
+    if host == "proper.test":
+        if name in ("widget-pro", "manual"):
+            return Reply(200, real_page(name), HTML)
+        return Reply(404, b"<html><body><h1>404 Not Found</h1></body></html>", HTML)
+    if host == "soft.test":
+        if name in ("widget-pro", "manual"):
+            return Reply(200, real_page(name), HTML)
+        if name in SERVED_REAL:
+            return Reply(200, (VECTORS / "realpages" / name).read_bytes(), HTML)
+        return Reply(200, template(path), HTML)
+    if host == "redirect.test":
+        if path == "/":
+            return Reply(200, real_page("manual"), HTML)
+        return Reply(302, b"", HTML, (("Location", "/"),))
+    if host == "plain.test":
+        return Reply(200, b"nothing here " + path.encode(), "text/plain")
+    return Reply(421, b"", HTML)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ThreadingHTTPServer]:
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.requests = []  # type: ignore[attr-defined]
-    srv.daemon_threads = True
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    t.join(5)
+def server(http_server: HTTPServerFactory) -> LoopbackServer:
+    return http_server(respond=respond)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +105,7 @@ def fetcher() -> Iterator[Fetcher]:
     f.close()
 
 
-def origin(server: ThreadingHTTPServer, host: str) -> str:
+def origin(server: LoopbackServer, host: str) -> str:
     return f"http://{host}:{server.server_address[1]}"
 
 
@@ -190,17 +161,17 @@ def test_no_signature_never_matches() -> None:
 
 # --- through the fetcher, on loopback ---------------------------------------------------------
 
-def test_host_with_real_404(server: ThreadingHTTPServer, fetcher: Fetcher) -> None:
+def test_host_with_real_404(server: LoopbackServer, fetcher: Fetcher) -> None:
     probe = run_probe(fetcher, origin(server, "proper.test"), "127.0.0.1")
     assert probe.status == 404 and probe.signature is None and not probe.soft404_host
     assert probe.host == f"proper.test:{server.server_address[1]}"
     sig = page_sig(fetcher, origin(server, "proper.test") + "/widget-pro")
     assert not is_soft404(probe, sig)
-    hosts_paths = server.requests  # type: ignore[attr-defined]
+    hosts_paths = server.requests
     assert any(h == "proper.test" and p.startswith(PROBE_PREFIX) for h, p in hosts_paths)
 
 
-def test_soft404_host(server: ThreadingHTTPServer, fetcher: Fetcher) -> None:
+def test_soft404_host(server: LoopbackServer, fetcher: Fetcher) -> None:
     base = origin(server, "soft.test")
     probe = run_probe(fetcher, base, "127.0.0.1", rng=random.Random(7))
     assert probe.status == 200 and probe.soft404_host
@@ -217,7 +188,7 @@ def test_soft404_host(server: ThreadingHTTPServer, fetcher: Fetcher) -> None:
 
 
 @pytest.mark.skipif(not REALPAGES, reason="test vectors not present")
-def test_realpages_served_by_a_soft404_host(server: ThreadingHTTPServer,
+def test_realpages_served_by_a_soft404_host(server: LoopbackServer,
                                             fetcher: Fetcher) -> None:
     base = origin(server, "soft.test")
     probe = run_probe(fetcher, base, "127.0.0.1")
@@ -226,7 +197,7 @@ def test_realpages_served_by_a_soft404_host(server: ThreadingHTTPServer,
         assert not is_soft404(probe, sig), (name, similarity(probe, sig))
 
 
-def test_redirecting_and_non_html_hosts(server: ThreadingHTTPServer, fetcher: Fetcher) -> None:
+def test_redirecting_and_non_html_hosts(server: LoopbackServer, fetcher: Fetcher) -> None:
     probe = run_probe(fetcher, origin(server, "redirect.test"), "127.0.0.1")
     assert probe.status == 302 and probe.signature is None
     probe = run_probe(fetcher, origin(server, "plain.test"), "127.0.0.1")
@@ -243,11 +214,11 @@ def test_unreachable_host(fetcher: Fetcher) -> None:
     assert probe.status is None and probe.signature is None
 
 
-def test_explicit_url(server: ThreadingHTTPServer, fetcher: Fetcher) -> None:
+def test_explicit_url(server: LoopbackServer, fetcher: Fetcher) -> None:
     url = origin(server, "soft.test") + "/trawl-probe-checked-by-robots.html"
     probe = run_probe(fetcher, origin(server, "soft.test"), "127.0.0.1", url=url)
     assert probe.soft404_host
-    assert ("soft.test", "/trawl-probe-checked-by-robots.html") in server.requests  # type: ignore[attr-defined]
+    assert ("soft.test", "/trawl-probe-checked-by-robots.html") in server.requests
 
 
 # --- realpages against a template made of their own chrome -------------------------------------

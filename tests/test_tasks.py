@@ -10,6 +10,7 @@ import redis
 
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
+from tests.webs import SandboxWebs
 from workers import context
 from workers.celery_app import configure
 from workers.crawl import init_crawl
@@ -129,26 +130,26 @@ def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
         srv.stop()
 
 
-def test_pages_whose_near_duplicate_check_fails_are_retried_not_lost(tmp_path: Path) -> None:
+def test_pages_whose_near_duplicate_check_fails_are_retried_not_lost(
+        redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path,
+        webs: SandboxWebs) -> None:
     """The pages of a task wait for one batched dedup round trip; when it fails (here the
     dedup client's Redis is a closed port) each of them ends as a retry, queued again."""
     from frontier.redisserver import free_port
-    from sandbox import SandboxConfig, SandboxWeb
+    from sandbox import SandboxConfig
     from workers.pipeline import process_leases
     from workers.tasks import apply_results
 
-    srv = EmbeddedRedis(tmp_path / "redis").start()
     try:
-        with SandboxWeb(SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=2,
-                                      crawl_delay_s=0.0), tmp_path / "web.log") as web:
+        with webs.running(SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=2,
+                                        crawl_delay_s=0.0)) as web:
             cfg = CrawlConfig(namespace="dd1", partitions=2, output_dir=str(tmp_path / "out"),
                               host_delay_s=0.0, allow_private_ips=True, soft404_probe=False,
                               static_hosts=web.resolver_map).validate()
-            client = redis.Redis.from_url(srv.url)
-            frontier = init_crawl(client, cfg, web.seeds[:1])
-            configure(srv.url, cfg.namespace)
+            frontier = init_crawl(redis_client, cfg, web.seeds[:1])
+            configure(redis_server.url, cfg.namespace)
             context.close_context()
-            ctx = context.get_context(srv.url, cfg.namespace)
+            ctx = context.get_context(redis_server.url, cfg.namespace)
             (robots,), _ = frontier.acquire(1)  # the host's first lease fetches robots.txt
             apply_results(ctx, [(r, None) for r in process_leases(ctx, [(robots, None)])], [])
             (page,), _ = frontier.acquire(1, now=time.time() + 60)  # past any delay
@@ -165,7 +166,6 @@ def test_pages_whose_near_duplicate_check_fails_are_retried_not_lost(tmp_path: P
             assert st["retries"] == 1 and st["inflight"] == 0 and st["queued"] >= 1
     finally:
         context.close_context()
-        srv.stop()
 
 
 def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(

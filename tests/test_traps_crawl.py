@@ -28,6 +28,7 @@ from frontier.redisclient import client_from_url
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from tests.checks import PROBE_PREFIX, crawler_entries, overlaps
+from tests.webs import SandboxWebs
 from workers.crawl import CrawlWatcher, WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
@@ -105,11 +106,11 @@ def run_crawl(web: SandboxWeb, redis_url: str, out: Path, ns: str, timeout_s: fl
 
 
 @pytest.fixture(scope="module")
-def small_web(tmp_path_factory: pytest.TempPathFactory):
+def small_web(tmp_path_factory: pytest.TempPathFactory, module_webs: SandboxWebs):
     tmp = tmp_path_factory.mktemp("traps")
     cfg = SandboxConfig(seed=3, hosts=20, pages_per_host=20, ips=10, traps=True, domain="test",
                         slow_page_s=0.3, robots_slow_s=0.3, hang_s=3.0, crawl_delay_s=0.1)
-    with SandboxWeb(cfg, tmp / "requests.log") as web:
+    with module_webs.running(cfg) as web:
         yield web, tmp
 
 
@@ -179,7 +180,8 @@ def test_session_ids_are_stripped_not_fetched(small_web, defended) -> None:
 
 
 @pytest.fixture(scope="module")
-def limit_crawls(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis):
+def limit_crawls(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
+                 module_webs: SandboxWebs):
     """The issue's judge: the same web with and without traps, 10,000-page limit, defaults
     plus an IRLbot budget (its default is off: a crawl of one big site would hit it)."""
     tmp = tmp_path_factory.mktemp("traps-limit")
@@ -191,7 +193,7 @@ def limit_crawls(tmp_path_factory: pytest.TempPathFactory, redis_server: Embedde
         cfg = SandboxConfig(seed=11, hosts=110, pages_per_host=100, ips=40, traps=traps,
                             domain="test", slow_page_s=0.3, robots_slow_s=0.3, hang_s=3.0,
                             crawl_delay_s=0.1)
-        with SandboxWeb(cfg, tmp / f"requests-{traps}.log") as web:
+        with module_webs.running(cfg) as web:
             if traps:
                 entry_pages = sorted({page for _kind, page, _trap in web.site.trap_entries()})
             out[traps] = run_crawl(web, redis_server.url, tmp, f"limit-{traps}", 400,
