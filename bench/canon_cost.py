@@ -17,7 +17,7 @@ from ada_url import join_url
 from lxml import etree
 
 from frontier.urls import InvalidURL, canonicalize
-from workers.parse import parse_html
+from workers.pipeline.parse import parse_html
 
 VECTORS = os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")
 BASE = "https://www.example.com/section/2020/article.html"

@@ -41,7 +41,7 @@ from tests.test_dedup_fastpath import (
     ref_token_hashes,
     ref_tokens,
 )
-from workers.parse import parse_html
+from workers.pipeline.parse import parse_html
 
 REALPAGES = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "realpages"
 

@@ -25,7 +25,7 @@ import redis
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
-from workers.crawl import WorkerPool, init_crawl
+from workers.cli.crawl import WorkerPool, init_crawl
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -24,11 +24,11 @@ import redis
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
-from workers.crawl import CrawlWatcher, WorkerPool, init_crawl
+from workers.cli.crawl import CrawlWatcher, WorkerPool, init_crawl
 
 
 def demo_config(web: SandboxWeb, namespace: str, out: Path) -> CrawlConfig:
-    """What `trawl demo` sets (workers/cli.py cmd_demo), nothing else."""
+    """What `trawl demo` sets (workers/cli/main.py cmd_demo), nothing else."""
     return CrawlConfig(
         namespace=namespace, host_delay_s=0.05, adaptive_delay_factor=0.0,
         allow_private_ips=True, ip_concurrency=0, static_hosts=web.resolver_map,

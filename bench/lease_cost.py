@@ -3,7 +3,7 @@ how long a partition takeover takes.
 
     .venv/bin/python bench/lease_cost.py [--members 1,2,4] [--window-s 20] [--trials 3]
 
-Every phase runs real ``trawl worker`` processes (``workers.crawl.WorkerPool``: member +
+Every phase runs real ``trawl worker`` processes (``workers.cli.crawl.WorkerPool``: member +
 Celery worker, concurrency 4) on a fresh EmbeddedRedis (loopback; Redis is the broker too),
 default ``partition_ttl_s`` (15 s), 64 partitions:
 
@@ -54,7 +54,7 @@ from frontier.config import CrawlConfig  # noqa: E402
 from frontier.frontier import Frontier  # noqa: E402
 from frontier.redisserver import EmbeddedRedis  # noqa: E402
 from sandbox import SandboxConfig, SandboxWeb  # noqa: E402
-from workers.crawl import WorkerPool, init_crawl  # noqa: E402
+from workers.cli.crawl import WorkerPool, init_crawl  # noqa: E402
 
 CLK = os.sysconf("SC_CLK_TCK")
 NS = "lease"

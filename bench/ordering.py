@@ -34,7 +34,7 @@ from frontier.config import ORDERINGS, CrawlConfig  # noqa: E402
 from frontier.redisclient import client_from_url  # noqa: E402
 from frontier.redisserver import EmbeddedRedis  # noqa: E402
 from sandbox import SandboxConfig, SandboxWeb  # noqa: E402
-from workers.crawl import WorkerPool, init_crawl  # noqa: E402
+from workers.cli.crawl import WorkerPool, init_crawl  # noqa: E402
 
 log = logging.getLogger("bench.ordering")
 RESULTS = ROOT / "bench" / "results"

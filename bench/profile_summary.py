@@ -22,13 +22,13 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("parse (lxml)", ("parse.py", "lxml")),
     ("canonicalize (ada-url + rules)", ("urls.py", "ada_url", "scope.py")),
     ("bloom/url hash", ("bloom.py", "xxhash")),
-    ("redis client (frontier scripts, pipelines)", ("redis/", "frontier.py")),
+    ("redis client (frontier scripts, pipelines)", ("redis/", "frontier/")),
     ("fetch (requests/urllib3/http.client/socket)", ("requests/", "urllib3", "http/client.py",
-                                                     "socket.py", "ssl.py", "fetch.py")),
+                                                     "socket.py", "ssl.py", "workers/fetch/")),
     ("dns", ("dns.py",)),
     ("celery/kombu overhead", ("celery/", "kombu/", "billiard/", "vine/")),
     ("json/records", ("json/", "RecordWriter")),
-    ("pipeline glue", ("pipeline.py", "tasks.py")),
+    ("pipeline glue", ("pipeline/lease.py", "pipeline.py", "tasks.py", "runtime/")),
 ]
 
 

@@ -26,14 +26,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import dedup.service as dedup_service
-import workers.pipeline as pipeline
-import workers.tasks as tasks
+import workers.app.tasks as tasks
+import workers.pipeline.lease as pipeline
 from frontier.config import CrawlConfig
 from frontier.redisclient import client_from_url
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
-from workers.context import WorkerContext
-from workers.crawl import init_crawl
+from workers.cli.crawl import init_crawl
+from workers.runtime.context import WorkerContext
 
 cpu: dict[str, float] = defaultdict(float)
 calls: dict[str, int] = defaultdict(int)

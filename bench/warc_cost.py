@@ -5,7 +5,7 @@ Each page is a realistic fetch: a ~33 KB HTML body (slices of the real pages in
 page in four decoded from gzip, so its headers are renamed) and the fetcher's 5 request
 headers. Both paths produce the same two gzip members (response + request) at the writer's
 default level; the old one builds the records with warcio's ``create_warc_record`` +
-``write_record`` as ``workers/storage.py`` (now workers/warc.py) did before, and is kept here only for comparison.
+``write_record`` as ``workers/storage.py`` (now workers/storage/warc.py) did before, and is kept here only for comparison.
 CPU is ``time.thread_time``, best of ``--rounds``. Before timing, the outputs of both paths
 are checked to be identical but for the record ids. The floor row is what no serialization
 avoids: the two SHA-1 passes over the body (payload and block digests) and the two gzip
@@ -39,8 +39,8 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
-from workers.warc import WarcWriter
-from workers.warc_records import TRUNCATION_REASON, stored_headers
+from workers.storage.warc import WarcWriter
+from workers.storage.warc_records import TRUNCATION_REASON, stored_headers
 
 VECTORS = os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from dedup.config import DedupConfig
-from workers.useragent import DEFAULT_CONTACT
+from frontier.useragent import DEFAULT_CONTACT
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class CrawlConfig:
 
     # --- fetching ----------------------------------------------------------------------
     #: Contact URL (http(s):// or mailto:) sent in the User-Agent so that a site's operator
-    #: can reach the crawl's; required (workers/useragent.py).
+    #: can reach the crawl's; required (frontier/useragent.py).
     user_agent_contact: str = DEFAULT_CONTACT
     #: Seconds to open the TCP connection to the host's IP; slower counts as a timeout.
     connect_timeout_s: float = 5.0
@@ -87,18 +87,19 @@ class CrawlConfig:
     #: Seconds a resolved address is reused before asking DNS again (failures: a minute).
     dns_ttl_s: float = 300.0
     #: DNS servers ("ip" or "ip:port") asked directly (dnspython) instead of the system
-    #: resolver; empty = getaddrinfo. Lookups never block other fetches (workers/dnspool.py).
+    #: resolver; empty = getaddrinfo. Lookups never block other fetches
+    #: (workers/pipeline/dnspool.py).
     dns_servers: list[str] = field(default_factory=list)
     #: A name not resolved within this long counts as a DNS failure.
     dns_timeout_s: float = 5.0
     #: Extra CA certificates (a PEM file) trusted for HTTPS besides certifi's bundle: a
     #: private CA such as the sandbox web's. Verification is never turned off.
     ca_bundle: str = ""
-    #: Fetches in flight at once in one worker process (workers/engine.py). Each waits on
+    #: Fetches in flight at once in one worker process (workers/runtime/engine.py). Each waits on
     #: the network most of its time; threads are made only as fetches need them. 2500 keeps
     #: ~2,460 in flight on a web of 20,000 slow hosts at ~375 MB RSS (bench/inflight.py);
     #: see docs/fetch-engine.md. The worker raises its open-file limit to match
-    #: (workers/fdlimit.py).
+    #: (workers/runtime/fdlimit.py).
     fetch_concurrency: int = 2500
 
     # --- robots.txt ----------------------------------------------------------------------
@@ -173,7 +174,7 @@ class CrawlConfig:
     soft404_probe: bool = True
     #: Estimated Jaccard (of token sets, in (0, 1]) at or above which a page is its host's
     #: soft-404 template. 0.7: real pages scored 0.00-0.44 and templates 1.00 on
-    #: vectors/realpages (workers/soft404.py); raise it if real pages are caught.
+    #: vectors/realpages (workers/pipeline/soft404.py); raise it if real pages are caught.
     soft404_threshold: float = 0.7
     #: IRLbot-style per-registered-domain budget of admitted URLs: base + per_linking_domain x
     #: (distinct other registered domains seen linking in). 0 = no budget.
@@ -227,7 +228,7 @@ class CrawlConfig:
     task_linger_s: float = 0.05
     #: Every owned partition is asked for due hosts at least this often, hinted or not (a
     #: lost due-hint, a partition just taken over, costs at most this); between sweeps only
-    #: the partitions known or hinted to have a due host are (workers/scheduler.py).
+    #: the partitions known or hinted to have a due host are (workers/cluster/scheduler.py).
     partition_sweep_s: float = 1.0
 
     # --- worker processes ------------------------------------------------------------------

@@ -102,7 +102,7 @@ class CounterFamily:
         return sum(self.members(stats).values())
 
 
-_LUA, _PIPE = "frontier/lua/", "workers/pipeline.py"
+_LUA, _PIPE = "frontier/lua/", "workers/pipeline/lease.py"
 _DONE = _LUA + "complete.lua (the lease's outcome)"
 
 #: The fixed counters. Order: the summary's reading order, then the rest by writer.
@@ -112,7 +112,7 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("admitted", "URLs that passed the URL-seen test into a host queue",
                 _LUA + "admit.lua"),
     CounterSpec("seen_rejected", "links refused as already seen (Bloom filter or the "
-                "worker's memo)", _LUA + "admit.lua, workers/completion.py"),
+                "worker's memo)", _LUA + "admit.lua, workers/runtime/completion.py"),
     CounterSpec("robots_blocked", "final: URLs robots.txt disallows", _DONE),
     CounterSpec("out_of_scope", "final: URLs refused at fetch time (forbidden IP)", _DONE),
     CounterSpec("redirects", "redirect targets sent for admission", _PIPE),
@@ -138,11 +138,11 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("unsent", "leases sent back because the broker refused their task", _DONE,
                 Shown.LINKS),
     CounterSpec("stale_messages", "task messages whose leases were no longer current",
-                "workers/completion.py", Shown.LINKS),
+                "workers/runtime/completion.py", Shown.LINKS),
     CounterSpec("seen_memo_hits", "seen_rejected answered by the worker's memo, no Redis trip",
-                "workers/completion.py"),
+                "workers/runtime/completion.py"),
     CounterSpec("links_over_max_pages", "links dropped: max_pages already admitted",
-                "workers/completion.py", Shown.LINKS),
+                "workers/runtime/completion.py", Shown.LINKS),
     CounterSpec("skipped_content_type", "pages not downloaded: content type not wanted", _PIPE,
                 Shown.LINKS),
     CounterSpec("parse_errors", "pages lxml could not parse whole", _PIPE, Shown.LINKS),
@@ -158,7 +158,7 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("links_soft404_skipped", "links of soft-404 pages, not followed", _PIPE,
                 Shown.LINKS),
     CounterSpec("fenced", "completions refused: the partition had moved to another owner",
-                "workers/member.py", Shown.LINKS),
+                "workers/cluster/member.py", Shown.LINKS),
     CounterSpec("seq", "the partition's last lease number", _LUA + "acquire.lua",
                 Shown.INTERNAL),
     CounterSpec("bloom_layer", "the partition's current Bloom layer", _LUA + "admit.lua",
@@ -171,10 +171,11 @@ FIXED: tuple[CounterSpec, ...] = (
 ERRORS = CounterFamily(
     "err:", "fetch attempts that ended in an error, by kind",
     "an error of workers/fetch (timeout, connect_error, ...), http_<status> of a retryable "
-    "status, internal_error, or bad_message (workers/tasks.py)", _PIPE, Shown.ERRORS)
+    "status, internal_error, or bad_message (workers/app/tasks.py)", _PIPE, Shown.ERRORS)
 #: robots.txt fetches by the policy they gave.
 ROBOTS_POLICIES = CounterFamily(
-    "robots:", "robots.txt fetched, by the policy it gave", "a kind of workers.robots.KINDS",
+    "robots:", "robots.txt fetched, by the policy it gave",
+    "a kind of workers.pipeline.robots.KINDS",
     _PIPE, Shown.LINKS)
 #: Pages found to duplicate a page crawled before.
 DUPLICATES = CounterFamily(

@@ -1,6 +1,7 @@
 """Per-host caches in the host's partition: its robots.txt policy and soft-404 probe.
 
-Plain strings with a TTL; workers keep a local cache in front (workers/context.py HostCache).
+Plain strings with a TTL; workers keep a local cache in front (HostCache in
+workers/runtime/context.py).
 """
 
 from __future__ import annotations

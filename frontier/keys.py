@@ -74,7 +74,7 @@ class Keys:
                    read by acquire and reap, which refuse a caller that is not the owner)
           epoch    STRING last fencing token handed out (claim)
           rb:<host> STRING serialized robots.txt policy, with a TTL
-          sp:<host> STRING the host's soft-404 probe (workers/soft404.py), with a TTL
+          sp:<host> STRING the host's soft-404 probe (workers/pipeline/soft404.py), with a TTL
           bfprobe:<uuid> a process's short-lived probe for RedisBloom (frontier/redisbloom.py)
         """
         return f"{self.ns}:{{{partition}}}:"
@@ -146,7 +146,8 @@ class Keys:
 
     @property
     def members(self) -> str:
-        """ZSET member id -> liveness deadline of the crawl's workers (workers/member.py)."""
+        """ZSET member id -> liveness deadline of the crawl's workers
+        (workers/cluster/member.py)."""
         return f"{self.ns}:members"
 
     @property
@@ -156,5 +157,5 @@ class Keys:
 
     @property
     def engines(self) -> str:
-        """Hash worker id -> JSON figures of its fetch engine (workers/engine.py)."""
+        """Hash worker id -> JSON figures of its fetch engine (workers/runtime/engine.py)."""
         return f"{self.ns}:engines"

@@ -12,7 +12,7 @@ timed out may already have run on the server, and running it again would count a
 twice or admit links twice; the callers' loops (member heartbeat, scheduler, task) decide what
 to do next. With these options a cut-off member notices within ``socket_timeout_s`` (instead
 of after redis-py's exponential retries) and stops scheduling before its partition lease TTL
-runs out (``workers/member.py``). The socket timeout also bounds how late a worker can learn
+runs out (``workers/cluster/member.py``). The socket timeout also bounds how late a worker can learn
 that ``begin`` renewed a URL lease: ``fetch_lease_s`` (2 x ``total_timeout_s`` + 5) covers a
 reply that took the whole ``STATE_SOCKET_TIMEOUT_S`` (5 s) plus one fetch, so a worker never
 fetches a host whose lease may already have moved on. Keyword arguments (and query parameters

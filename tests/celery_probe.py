@@ -13,7 +13,7 @@ import redis
 from redis.backoff import ConstantBackoff
 from redis.retry import Retry
 
-from workers.celery_app import app, configure
+from workers.app.celery_app import app, configure
 
 configure(os.environ["TRAWL_PROBE_REDIS"], "probe")
 

@@ -57,7 +57,7 @@ def short_gaps(entries: list[LogEntry], min_gap_s: dict[str, float],
     return bad
 
 
-#: Path prefix of the crawler's soft-404 probe (workers/soft404.py): one request per host,
+#: Path prefix of the crawler's soft-404 probe (workers/pipeline/soft404.py): one request per host,
 #: like robots.txt; politeness checks see it, completeness checks do not.
 PROBE_PREFIX = "/trawl-probe-"
 

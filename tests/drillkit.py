@@ -11,7 +11,7 @@ from frontier.config import CrawlConfig
 from frontier.frontier import Frontier
 from sandbox import RobotsKind, SandboxConfig, SandboxWeb
 from tests.checks import crawler_entries, fetch_counts, overlaps, short_gaps
-from workers.crawl import CrawlWatcher, WorkerPool
+from workers.cli.crawl import CrawlWatcher, WorkerPool
 
 WEB = SandboxConfig(seed=5, hosts=60, pages_per_host=100, ips=60, crawl_delay_s=0.3,
                     robots_slow_s=0.3, slow_page_s=0.3, hang_s=4.0)

@@ -47,7 +47,7 @@ import redis
 
 from frontier.redisserver import redis_server_binary
 from sandbox import SandboxConfig, SandboxWeb
-from workers.crawl import WorkerPool
+from workers.cli.crawl import WorkerPool
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "deploy" / "netns-cluster"

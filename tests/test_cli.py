@@ -10,8 +10,8 @@ import redis
 
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
-from workers.cli import main
-from workers.crawl import init_crawl
+from workers.cli.crawl import init_crawl
+from workers.cli.main import main
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

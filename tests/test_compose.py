@@ -103,7 +103,7 @@ def _trawl_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _parse_trawl(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
-    from workers.cli import build_parser
+    from workers.cli.main import build_parser
 
     try:
         return build_parser().parse_args(argv)
@@ -129,7 +129,7 @@ def check_command(name: str, svc: dict[str, Any], capsys: pytest.CaptureFixture[
     cmd = svc["command"]
     assert isinstance(cmd, list), f"{name}: use the exec (list) form of command"
     if cmd[0] == "trawl" and cmd[1] == "flower":
-        from workers.cli import build_parser
+        from workers.cli.main import build_parser
 
         choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
         assert "flower" in choices, f"{name}: `trawl flower` is not a trawl subcommand yet"
@@ -194,7 +194,7 @@ def test_flower_has_basic_auth_and_is_not_published_publicly(compose: dict[str, 
                  else getattr(parsed, "basic_auth", None))
     auth = from_args or flower.get("environment", {}).get("FLOWER_BASIC_AUTH")
     assert auth, "flower has no basic auth"
-    from workers.flower import parse_basic_auth
+    from workers.cli.flower import parse_basic_auth
 
     assert parse_basic_auth(auth) == [("admin", ENV["FLOWER_PASSWORD"])]
     for port in flower["ports"]:

@@ -18,11 +18,11 @@ from frontier.config import NON_NEGATIVE, POSITIVE, ConfigError, CrawlConfig
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from sandbox.layout import SpecialKind
-from workers import context
-from workers.celery_app import configure
-from workers.crawl import init_crawl
-from workers.pipeline import process_leases
-from workers.tasks import apply_results
+from workers.app.celery_app import configure
+from workers.app.tasks import apply_results
+from workers.cli.crawl import init_crawl
+from workers.pipeline.lease import process_leases
+from workers.runtime import context
 
 #: Numeric settings checked by a rule of their own instead of the sign tables.
 OWN_RULE = {"fetch_lease_s", "bloom_error_rate", "soft404_threshold"}

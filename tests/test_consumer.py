@@ -1,7 +1,7 @@
 """A Celery worker survives its Redis broker being killed and restarted while tasks run.
 
 Celery 5.7's consumer stopped the whole worker ("Unrecoverable error") on the second of these
-restarts at the latest; workers/consumer.py says why and what Trawl's consumer does instead.
+restarts at the latest; workers/app/consumer.py says why and what Trawl's consumer does instead.
 """
 
 from __future__ import annotations

@@ -33,12 +33,12 @@ from frontier.frontier import Frontier
 from frontier.redisserver import EmbeddedRedis
 from frontier.scope import REASONS
 from sandbox import SandboxConfig, SandboxWeb
-from workers import context
-from workers.celery_app import configure
-from workers.completion import apply_results
-from workers.crawl import init_crawl, summarize
-from workers.pipeline import process_leases
-from workers.robots import KINDS
+from workers.app.celery_app import configure
+from workers.cli.crawl import init_crawl, summarize
+from workers.pipeline.lease import process_leases
+from workers.pipeline.robots import KINDS
+from workers.runtime import context
+from workers.runtime.completion import apply_results
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("workers", "frontier", "dedup")
@@ -163,7 +163,7 @@ def test_registry_invariants() -> None:
 
 
 def _old_links(stats: dict[str, int]) -> dict[str, int]:
-    """The summary's ``links`` as workers/crawl.py chose them before the registry."""
+    """The summary's ``links`` as workers/cli/crawl.py chose them before the registry."""
     return {k: v for k, v in sorted(stats.items())
             if k.startswith("links_") or k.startswith("robots:")
             or k in ("parse_errors", "deferred", "stale", "stale_messages",

@@ -292,7 +292,7 @@ def test_tricky_documents_give_the_reference_results() -> None:
 def test_real_pages_give_the_reference_results() -> None:
     pages = real_pages()
     assert len(pages) >= 20
-    from workers.parse import parse_html
+    from workers.pipeline.parse import parse_html
 
     for name, body in pages:
         tree = parse_html(body, f"http://example.test/{name}").tree  # the worker's tree
@@ -301,7 +301,7 @@ def test_real_pages_give_the_reference_results() -> None:
 
 
 def test_sandbox_pages_give_the_reference_results() -> None:
-    from workers.parse import parse_html
+    from workers.pipeline.parse import parse_html
 
     pages = sandbox_pages()
     assert len(pages) >= 800

@@ -1,4 +1,5 @@
-"""Tests for workers.dns: static map, TTL and negative caching, coalescing, address guard."""
+"""Tests for workers.pipeline.dns: static map, TTL and negative caching, coalescing, the
+address guard."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 
 import pytest
 
-from workers.dns import (
+from workers.pipeline.dns import (
     CachingResolver,
     DNSError,
     ForbiddenAddressError,

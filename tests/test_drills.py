@@ -20,7 +20,7 @@ import redis
 from frontier.redisserver import EmbeddedRedis
 from tests.drillkit import WEB, Drill, drill_config, judge, refetched
 from tests.webs import SandboxWebs
-from workers.crawl import WorkerPool, init_crawl
+from workers.cli.crawl import WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 

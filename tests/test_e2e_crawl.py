@@ -14,7 +14,7 @@ from frontier.redisserver import EmbeddedRedis
 from sandbox import RobotsKind, SandboxConfig, SandboxWeb
 from tests.checks import crawler_entries, fetch_counts, overlaps, short_gaps
 from tests.webs import SandboxWebs
-from workers.cli import main
+from workers.cli.main import main
 
 pytestmark = pytest.mark.e2e
 

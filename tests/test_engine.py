@@ -25,14 +25,14 @@ from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
 from sandbox import SandboxConfig, SandboxWeb
 from tests.webs import SandboxWebs
-from workers import context
-from workers.celery_app import configure
-from workers.completion import apply_results
-from workers.crawl import init_crawl
-from workers.engine import FetchEngine
-from workers.engine_figures import read_engines
-from workers.messages import FetchOrder
-from workers.pipeline import process_leases, run_lease
+from workers.app.celery_app import configure
+from workers.app.messages import FetchOrder
+from workers.cli.crawl import init_crawl
+from workers.pipeline.lease import process_leases, run_lease
+from workers.runtime import context
+from workers.runtime.completion import apply_results
+from workers.runtime.engine import FetchEngine
+from workers.runtime.figures import read_engines
 
 SLOW_S = 2.0
 KEEP_S = 1.0  # lease_keep_s: shorter than the slow page, so only renewal keeps it
@@ -152,7 +152,7 @@ def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env) -> None
     """A URL that waited for a slot longer than its lease could be kept (the keeper could not
     renew it: Redis out of reach) may already be another worker's: it is dropped, not fetched
     twice. Its lease comes back through the reaper."""
-    from workers.engine import _Job
+    from workers.runtime.engine import _Job
 
     slow_urls = env.web.site.slow_urls()
     _frontier, _slow, fast = _crawl(env, "lapse1", slow_urls[2 % len(slow_urls)])
@@ -188,7 +188,7 @@ def _ended_early(env: Env, namespace: str, slow_url: str, abort: bool) -> tuple[
     """Fetch the slow page on an engine thread, reap its lease 0.3 s in (as the partition
     owner's reaper does once a lease runs out) and return how long the fetch took and its
     result."""
-    from workers.engine import _Job
+    from workers.runtime.engine import _Job
 
     frontier, slow, _fast = _crawl(env, namespace, slow_url)
     ctx = context.get_context(env.redis_url, namespace)

@@ -9,12 +9,12 @@ import subprocess
 import sys
 import textwrap
 
-from workers.fdlimit import fds_needed
+from workers.runtime.fdlimit import fds_needed
 
 CHILD = textwrap.dedent("""
     import json, logging, resource, sys
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    from workers.fdlimit import fit_capacity_to_fd_limit
+    from workers.runtime.fdlimit import fit_capacity_to_fd_limit
     soft, hard = int(sys.argv[1]), int(sys.argv[2])
     resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     capacity = fit_capacity_to_fd_limit(int(sys.argv[3]))

@@ -1,5 +1,5 @@
 """Real Flower on a real crawl: a Redis, the sandbox web, one Celery worker process sending
-events, and Flower (workers.flower) as a subprocess behind basic auth; read its HTTP API."""
+events, and Flower (workers.cli.flower) as a subprocess behind basic auth; read its HTTP API."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from frontier.redisserver import EmbeddedRedis, free_port
 from sandbox import SandboxConfig
 from tests.waiting import wait_for
 from tests.webs import SandboxWebs
-from workers.crawl import canonical_seeds, init_crawl
-from workers.flower import flower_command, parse_basic_auth
+from workers.cli.crawl import canonical_seeds, init_crawl
+from workers.cli.flower import flower_command, parse_basic_auth
 
 USER, PASSWORD = "trawl", "s3cret-pass"
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -85,7 +85,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
             flower_log = open(tmp / "flower.log", "wb")  # noqa: SIM115 - child owns it
             # The password goes in through Flower's own environment variable, not argv.
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "workers.flower", "--redis", redis_server.url,
+                [sys.executable, "-m", "workers.cli.flower", "--redis", redis_server.url,
                  "--namespace", ns, "--port", str(port)],
                 env=_env(FLOWER_BASIC_AUTH=f"{USER}:{PASSWORD}"), stdout=flower_log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True))

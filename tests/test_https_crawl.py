@@ -13,7 +13,7 @@ from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from tests.checks import crawler_entries
 from tests.webs import SandboxWebs
-from workers.cli import main
+from workers.cli.main import main
 
 pytestmark = pytest.mark.e2e
 

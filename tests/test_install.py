@@ -29,7 +29,7 @@ def test_core_install_imports_what_a_worker_and_the_cli_import(tmp_path: Path) -
     py = str(venv / "bin" / "python")
     subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     str(src)], check=True, timeout=900, capture_output=True)
-    code = ("import kombu.transport.redis, workers.tasks, workers.cli, workers.member, "
+    code = ("import kombu.transport.redis, workers.app.tasks, workers.cli, workers.cluster.member, "
             "dedup.service, sandbox; print('ok')")
     out = subprocess.run([py, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)

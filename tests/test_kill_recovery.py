@@ -21,7 +21,7 @@ from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from tests.drillkit import drill_config
 from tests.webs import SandboxWebs
-from workers.crawl import CrawlWatcher, WorkerPool, init_crawl
+from workers.cli.crawl import CrawlWatcher, WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""What limits a crawl (workers/load.py): measured on a real Redis, and the diagnosis rules."""
+"""What limits a crawl (workers/cli/load.py): measured on a real Redis, and the diagnosis rules."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import redis
 from frontier.config import CrawlConfig
 from frontier.counters import Outcome
 from frontier.frontier import Completion
-from workers.crawl import init_crawl
-from workers.engine_figures import EngineFigures, publish_figures, read_engines
-from workers.load import Limit, _diagnose, measure
+from workers.cli.crawl import init_crawl
+from workers.cli.load import Limit, _diagnose, measure
+from workers.runtime.figures import EngineFigures, publish_figures, read_engines
 
 
 def _publish(client: redis.Redis, key: str, **kw: object) -> None:

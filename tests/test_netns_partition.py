@@ -45,8 +45,8 @@ from tests.checks import crawler_entries
 from tests.drillkit import Drill, drill_config, judge, refetched
 from tests.netns import NetnsCluster, NetnsRedis, NetnsWeb, NetnsWorkerPool, netns_unavailable
 from tests.waiting import wait_for
-from workers.crawl import init_crawl
-from workers.member import Member
+from workers.cli.crawl import init_crawl
+from workers.cluster.member import Member
 
 REASON = netns_unavailable()
 needs_netns = pytest.mark.skipif(REASON is not None, reason=f"netns harness: {REASON}")

@@ -1,4 +1,5 @@
-"""workers.parse: link extraction rules, robots directives, charsets, broken input, real pages."""
+"""workers.pipeline.parse: link extraction rules, robots directives, charsets, broken input,
+real pages."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.parse import extract_text, parse_html, soup
+from workers.pipeline.parse import extract_text, parse_html, soup
 
 VECTORS = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
 PAGES = VECTORS / "realpages"
@@ -167,7 +168,7 @@ def test_realpages() -> None:
 
 
 def test_memoized_resolution_is_join_url_for_every_base_and_href() -> None:
-    """workers.parse memoizes link resolution by href and the part of the base it depends
+    """workers.pipeline.parse memoizes link resolution by href and the part of the base it depends
     on: over the WHATWG suite's inputs crossed with many http(s) bases, in two shuffled
     passes (so hits meet other bases than the one that filled them), every answer is
     join_url's."""
@@ -179,7 +180,7 @@ def test_memoized_resolution_is_join_url_for_every_base_and_href() -> None:
 
     from ada_url import join_url, normalize_url
 
-    from workers import parse as parse_mod
+    from workers.pipeline import parse as parse_mod
 
     vectors = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
     data = vectors / "whatwg_urltestdata.json"

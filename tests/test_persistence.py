@@ -16,7 +16,7 @@ import redis
 from frontier.redisserver import EmbeddedRedis
 from tests.drillkit import WEB, Drill, drill_config, judge, refetched
 from tests.webs import SandboxWebs
-from workers.crawl import WorkerPool, init_crawl
+from workers.cli.crawl import WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 
@@ -95,7 +95,7 @@ def test_whole_crawl_stop_and_resume(tmp_path: Path, redis_server: EmbeddedRedis
         assert second.returncode == 0, second.stderr.decode()[-2000:]
         stats = json.loads(summary.read_text())
         assert stats["accounted"] == stats["urls_admitted"]
-        from workers.context import load_config
+        from workers.runtime.context import load_config
 
         frontier = Frontier(client, load_config(client, "resume1"))
         counts, expected = judge(Drill(web, frontier, WorkerPool("", "", 0, 0, tmp_path), tmp_path))
@@ -109,7 +109,7 @@ def test_existing_crawl_needs_resume_or_fresh(tmp_path: Path,
     from frontier.config import CrawlConfig
 
     init_crawl(client, CrawlConfig(namespace="exists1").validate(), ["http://a.test/"])
-    from workers.cli import main
+    from workers.cli.main import main
 
     argv = ["crawl", "http://a.test/", "--redis", redis_server.url, "--namespace", "exists1",
             "--workers", "0", "--no-progress", "--output", str(tmp_path)]

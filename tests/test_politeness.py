@@ -13,7 +13,7 @@ from frontier.config import CrawlConfig
 from frontier.counters import Outcome
 from frontier.frontier import Completion, Frontier
 from frontier.politeness import host_delay, retry_backoff
-from workers.crawl import init_crawl
+from workers.cli.crawl import init_crawl
 
 CFG = CrawlConfig(host_delay_s=2.0, adaptive_delay_factor=2.0, max_delay_s=60.0,
                   retry_backoff_s=1.0)

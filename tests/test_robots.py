@@ -1,4 +1,4 @@
-"""workers.robots: protego's own cases, real files, RFC 9309 status rules, cache, CLI."""
+"""workers.pipeline.robots: protego's own cases, real files, RFC 9309 status rules, cache, CLI."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.loopback import HTTPServerFactory, Reply, Request
-from workers import robots as robots_mod
-from workers.robots import ROBOTS_MAX_BYTES, RobotsPolicy, robots_command, ttl_for
+from workers.pipeline import robots as robots_mod
+from workers.pipeline.robots import ROBOTS_MAX_BYTES, RobotsPolicy, robots_command, ttl_for
 
 VECTORS = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
 REAL = VECTORS / "robots_real"

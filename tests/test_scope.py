@@ -22,7 +22,7 @@ def check(s: Scope, url: str, depth: int = 1) -> str | None:
     return s.check(url, host_of(url), depth)
 
 
-# --- the existing API (workers/pipeline.py uses it) ---------------------------------------
+# --- the existing API (workers/pipeline/lease.py uses it) ---------------------------------------
 
 def test_legacy_constructor_and_methods() -> None:
     s = Scope(["Example.com", ".sub.org.", ""], 3)

@@ -1,4 +1,4 @@
-"""workers.soft404: probes through the real Fetcher against a loopback HTTP server."""
+"""workers.pipeline.soft404: probes through the real Fetcher against a loopback HTTP server."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ import pytest
 from lxml import etree
 
 from frontier.config import CrawlConfig
+from frontier.useragent import user_agent
 from tests.loopback import HTTPServerFactory, LoopbackServer, Reply, Request
-from workers.dns import CachingResolver
 from workers.fetch import Fetcher
-from workers.parse import parse_html
-from workers.soft404 import (
+from workers.pipeline.dns import CachingResolver
+from workers.pipeline.parse import parse_html
+from workers.pipeline.soft404 import (
     PROBE_PREFIX,
     Soft404Probe,
     is_soft404,
@@ -29,7 +30,6 @@ from workers.soft404 import (
     signature_of,
     similarity,
 )
-from workers.useragent import user_agent
 
 THRESHOLD = CrawlConfig.soft404_threshold
 VECTORS = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors"))
@@ -264,7 +264,7 @@ def test_realpages_against_their_own_chrome_template() -> None:
 
 
 def test_remove_run() -> None:
-    from workers.soft404 import _remove_run
+    from workers.pipeline.soft404 import _remove_run
 
     def toks(s: str) -> list[bytes]:
         return [x.encode() for x in s.split()]

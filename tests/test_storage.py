@@ -1,4 +1,4 @@
-"""Tests for workers.storage: WARC records read back with warcio, rotation, JSONL."""
+"""Tests for workers/storage: WARC records read back with warcio, rotation, JSONL."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from pathlib import Path
 from warcio.archiveiterator import ArchiveIterator
 
 from workers.fetch import FetchResult
-from workers.storage import RecordWriter, WarcWriter, content_digest
+from workers.storage.digest import content_digest
+from workers.storage.jsonl import RecordWriter
+from workers.storage.warc import WarcWriter
 
 
 def result(i: int = 0, body: bytes | None = None, **kw: object) -> FetchResult:

@@ -11,9 +11,9 @@ import redis
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
 from tests.webs import SandboxWebs
-from workers import context
-from workers.celery_app import configure
-from workers.crawl import init_crawl
+from workers.app.celery_app import configure
+from workers.cli.crawl import init_crawl
+from workers.runtime import context
 
 
 def test_stale_and_malformed_messages_are_skipped_and_counted(
@@ -27,8 +27,8 @@ def test_stale_and_malformed_messages_are_skipped_and_counted(
     (fresh,), _ = frontier.acquire(10, now=time.time() + 11)
     configure(redis_server.url, cfg.namespace)
     context.close_context()
-    from workers.messages import FetchOrder
-    from workers.tasks import fetch
+    from workers.app.messages import FetchOrder
+    from workers.app.tasks import fetch
 
     try:
         fetched = fetch.run([FetchOrder(lease).to_json(), ["garbage"], [1, 2]])
@@ -54,8 +54,8 @@ def test_seen_memo_skips_known_links_and_resends_them_after_a_redis_restart(
     them again, so the memo never hides a URL the server no longer has."""
     from frontier.frontier import AdmitLink, Completion, Entry
     from frontier.redisserver import free_port
-    from workers.pipeline import LeaseResult
-    from workers.tasks import apply_results
+    from workers.app.tasks import apply_results
+    from workers.pipeline.lease import LeaseResult
 
     port = free_port()
     srv = EmbeddedRedis(tmp_path / "redis", port=port).start()
@@ -137,8 +137,8 @@ def test_pages_whose_near_duplicate_check_fails_are_retried_not_lost(
     dedup client's Redis is a closed port) each of them ends as a retry, queued again."""
     from frontier.redisserver import free_port
     from sandbox import SandboxConfig
-    from workers.pipeline import process_leases
-    from workers.tasks import apply_results
+    from workers.app.tasks import apply_results
+    from workers.pipeline.lease import process_leases
 
     try:
         with webs.running(SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=2,
@@ -173,8 +173,8 @@ def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(
     """A completed host's partition is hinted due at its next allowed time (sent with the
     completion), a host an admission woke at the time the admission reported."""
     from frontier.frontier import AdmitLink, Completion, Entry
-    from workers.pipeline import LeaseResult
-    from workers.tasks import apply_results
+    from workers.app.tasks import apply_results
+    from workers.pipeline.lease import LeaseResult
 
     hosts = {"a.test": "192.0.2.1", "b.test": "192.0.2.2"}
     cfg = CrawlConfig(namespace="hints1", partitions=8, output_dir=str(tmp_path),

@@ -29,7 +29,7 @@ from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from tests.checks import PROBE_PREFIX, crawler_entries, overlaps
 from tests.webs import SandboxWebs
-from workers.crawl import CrawlWatcher, WorkerPool, init_crawl
+from workers.cli.crawl import CrawlWatcher, WorkerPool, init_crawl
 
 pytestmark = pytest.mark.e2e
 

@@ -26,9 +26,9 @@ from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from workers import warc_records
 from workers.fetch import FetchResult
-from workers.storage import WarcWriter
+from workers.storage import warc_records
+from workers.storage.warc import WarcWriter
 
 INFO_ID = "<urn:uuid:3f2b1c2e-8c55-4d0e-9b7a-0c1d2e3f4a5b>"
 T0 = 1_764_860_000.123456

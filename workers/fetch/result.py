@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 #: downloaded at all is the crawl's ``allowed_content_types`` (frontier/config.py).
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
-#: robots.txt bytes parsed (workers/robots.py): RFC 9309 §2.5 asks parsers for at least
+#: robots.txt bytes parsed (workers/pipeline/robots.py): RFC 9309 §2.5 asks parsers for at least
 #: 500 KiB; what follows the last full line before the cut is dropped.
 ROBOTS_MAX_BYTES = 500 * 1024
 #: robots.txt bytes fetched: a little more than is parsed, so the parser sees that a longer

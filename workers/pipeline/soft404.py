@@ -54,7 +54,7 @@ from dedup.text import main_text, normalize_text
 from frontier.config import CrawlConfig
 from frontier.urls import host_of
 from workers.fetch import HTML_TYPES, FetchResult
-from workers.parse import parse_html
+from workers.pipeline.parse import parse_html
 
 __all__ = [
     "NUM_PERM",

@@ -27,13 +27,14 @@ from frontier.memo import BoundedMemo
 from frontier.redisclient import client_from_url
 from frontier.scope import Scope
 from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
-from workers.dnspool import worker_resolver
-from workers.fdlimit import KEPT_POOLS_PER_SLOT
+from frontier.useragent import user_agent
 from workers.fetch import Fetcher
-from workers.robots import RobotsPolicy
-from workers.soft404 import Soft404Probe
-from workers.storage import RecordWriter, WarcWriter
-from workers.useragent import user_agent
+from workers.pipeline.dnspool import worker_resolver
+from workers.pipeline.robots import RobotsPolicy
+from workers.pipeline.soft404 import Soft404Probe
+from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
+from workers.storage.jsonl import RecordWriter
+from workers.storage.warc import WarcWriter
 
 log = logging.getLogger(__name__)
 V = TypeVar("V")
@@ -126,7 +127,7 @@ class SeenMemo:
     (indegree and opic count it), no domain budgets (a URL over budget is not marked seen),
     one Redis server. A server that restarted may have lost the last admissions (AOF), so
     entries are tied to the ``run_id`` of the server that answered them: see
-    ``workers.tasks.apply_results``. Two generations of ``size`` URLs: when the newer fills
+    ``workers.app.tasks.apply_results``. Two generations of ``size`` URLs: when the newer fills
     up the older is dropped, so the URLs in use stay.
     """
 

@@ -1,5 +1,5 @@
 """The crawl's JSONL records: one JSON object per line per URL that ended (see
-``workers.pipeline._record``), appended whole under a lock."""
+``workers.pipeline.lease._record``), appended whole under a lock."""
 
 from __future__ import annotations
 

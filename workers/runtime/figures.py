@@ -1,6 +1,6 @@
 """What a fetch engine tells the crawl about itself: capacity, fetches in flight, URLs waiting
 for a slot and its process's CPU load, published in Redis every ``PUBLISH_S`` for
-``trawl status`` and the progress bar (workers/load.py)."""
+``trawl status`` and the progress bar (workers/cli/load.py)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """File descriptors for a fetch engine: raise the soft limit to what ``fetch_concurrency`` needs.
 
 Each fetch in flight holds a socket, and the keep-alive pools hold one idle connection for
-each of up to ``KEPT_POOLS_PER_SLOT`` x capacity hosts (workers/context.py). Many systems
+each of up to ``KEPT_POOLS_PER_SLOT`` x capacity hosts (workers/runtime/context.py). Many systems
 start a process with a soft limit of 1,024 descriptors, which a thousand fetches in flight
 would exhaust as ``EMFILE`` errors spread over unrelated fetches. The soft limit may be raised
 up to the hard one without privileges (as nginx's ``worker_rlimit_nofile`` does); where even

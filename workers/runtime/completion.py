@@ -1,6 +1,6 @@
 """Writing a batch of finished leases back to Redis: records, links, completions, hints.
 
-Called by the fetch engine's completer (workers/engine.py) for every batch of URLs whose
+Called by the fetch engine's completer (workers/runtime/engine.py) for every batch of URLs whose
 fetch and parse ended, so the batching of Redis round trips is per batch of pages while
 each URL still completes as soon as its own page is done.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 from frontier.frontier import AdmitBatch, AdmitLink, AdmitResult, Entry, Lease, ip_token
 from frontier.psl import registered_domain
-from workers.pipeline import LeaseResult
+from workers.pipeline.lease import LeaseResult
 
 log = logging.getLogger(__name__)
 

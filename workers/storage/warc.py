@@ -3,7 +3,7 @@ from the JSONL/CDXJ index seeks straight to a readable record.
 
 Layout: ``PREFIX-YYYYmmddHHMMSS-NNNNN.warc.gz`` (UTC time the file was opened, NNNNN a
 per-writer serial), WARC/1.1. Each file starts with a ``warcinfo`` record (built by warcio);
-each fetch adds a ``response`` then a ``request`` record (built by workers/warc_records.py).
+each fetch adds a ``response`` then a ``request`` record (built by workers/storage/warc_records.py).
 Fetches that failed before any response (``status is None``) are not written (``write``
 returns ``None``): there is nothing to archive, and the JSONL record holds the error.
 """
@@ -23,7 +23,7 @@ from isal import isal_zlib
 from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
-from workers.warc_records import fetch_records
+from workers.storage.warc_records import fetch_records
 
 _GZIP_WBITS = zlib.MAX_WBITS | 16
 

@@ -3,7 +3,7 @@
 A user whose crawl is slow must be able to see why (``trawl status``, the progress bar). The
 answer comes from three figures: hosts due now that nobody fetches yet (work waiting for the
 crawler), hosts waiting on their politeness delay (work waiting for the web's permission), and
-the fetch engines' fill and CPU (workers/engine.py publishes them every 2 s).
+the fetch engines' fill and CPU (workers/runtime/engine.py publishes them every 2 s).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from frontier.frontier import Frontier
-from workers.engine_figures import read_engines
+from workers.runtime.figures import read_engines
 
 #: An engine this busy (CPU seconds per second; a worker process runs Python on one core)
 #: is CPU-bound.

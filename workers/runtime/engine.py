@@ -25,12 +25,12 @@ from typing import Any
 
 import redis
 
-from workers.completion import apply_results
-from workers.engine_figures import PUBLISH_S, CpuMeter, EngineFigures, publish_figures
-from workers.fdlimit import fit_capacity_to_fd_limit
+from workers.app.messages import FetchOrder
 from workers.fetch import abort_fetch_in_thread
-from workers.messages import FetchOrder
-from workers.pipeline import LeaseResult, finish_pending, run_lease
+from workers.pipeline.lease import LeaseResult, finish_pending, run_lease
+from workers.runtime.completion import apply_results
+from workers.runtime.fdlimit import fit_capacity_to_fd_limit
+from workers.runtime.figures import PUBLISH_S, CpuMeter, EngineFigures, publish_figures
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from frontier.counters import accounted, errors
-from workers.load import CrawlLoad
+from workers.cli.load import CrawlLoad
 
 
 class CrawlProgress:
@@ -43,7 +43,7 @@ class CrawlProgress:
         self.progress.stop()
 
     def update(self, st: dict[str, int], load: CrawlLoad | None = None) -> None:
-        """``load`` (workers/load.py), when given, adds the engines' fetches in flight, the
+        """``load`` (workers/cli/load.py), when given, adds the engines' fetches in flight, the
         hosts ready and on delay, and what limits the crawl now."""
         now = time.monotonic()
         fetched = st.get("fetched", 0)

@@ -1,5 +1,5 @@
 """Celery tasks. ``trawl.fetch`` hands a batch of leased URLs of distinct hosts to the
-process's fetch engine (workers/engine.py), which completes each URL on its own.
+process's fetch engine (workers/runtime/engine.py), which completes each URL on its own.
 
 A task is idempotent: a lease that is no longer current (expired and re-queued, or already
 completed by an earlier delivery of the same message) is skipped before any request is made.
@@ -16,11 +16,11 @@ from typing import Any
 from celery.signals import worker_process_shutdown, worker_shutdown
 
 from frontier.counters import ERRORS
-from workers.celery_app import app
-from workers.completion import apply_results
-from workers.context import close_context, get_context
-from workers.engine import close_engine, get_engine
-from workers.messages import BadMessage, FetchOrder
+from workers.app.celery_app import app
+from workers.app.messages import BadMessage, FetchOrder
+from workers.runtime.completion import apply_results
+from workers.runtime.context import close_context, get_context
+from workers.runtime.engine import close_engine, get_engine
 
 __all__ = ["apply_results", "fetch"]
 

@@ -30,8 +30,8 @@ import xxhash
 from protego import Protego
 
 from frontier.config import CrawlConfig
+from frontier.useragent import ROBOTS_TOKEN, user_agent
 from workers.fetch.result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
-from workers.useragent import ROBOTS_TOKEN, user_agent
 
 __all__ = [
     "ROBOTS_MAX_BYTES",

@@ -42,8 +42,8 @@ def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
             "health_check_interval": 10,
         },
         task_default_queue=task_queue(namespace),
-        # Survives a broker restart (Celery 5.7 could stop the worker then): workers/consumer.py
-        worker_consumer="workers.consumer:RestartSafeConsumer",
+        # Survives a broker restart (Celery 5.7 could stop the worker then): workers/app/consumer.py
+        worker_consumer="workers.app.consumer:RestartSafeConsumer",
         # A task running when the broker connection drops finishes (threads cannot be
         # cancelled anyway); its leases decide whether a redelivery fetches anything.
         worker_cancel_long_running_tasks_on_connection_loss=False,

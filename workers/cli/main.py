@@ -15,7 +15,7 @@ from typing import Any
 from frontier.config import ORDERINGS, ConfigError, CrawlConfig
 from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url
-from workers.flower import add_flower_arguments, cmd_flower
+from workers.cli.flower import add_flower_arguments, cmd_flower
 
 log = logging.getLogger("trawl")
 
@@ -184,7 +184,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from workers.crawl import canonical_seeds, default_domains
+    from workers.cli.crawl import canonical_seeds, default_domains
 
     raw = list(args.seeds)
     if args.seed_file:
@@ -204,7 +204,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
               resume: bool = False, fresh: bool = False) -> int:
     """Embedded Redis (unless --redis), workers, scheduler + progress, summary."""
     from frontier.redisserver import EmbeddedRedis
-    from workers.crawl import (
+    from workers.cli.crawl import (
         CrawlWatcher,
         WorkerPool,
         connect,
@@ -213,7 +213,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
         terminate_on_sigterm,
         write_summary,
     )
-    from workers.progress import print_summary
+    from workers.cli.progress import print_summary
 
     config.validate()
     embedded = None
@@ -235,7 +235,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                               out / "logs", events=args.events, broker_url=args.broker).start()
             watcher = CrawlWatcher(frontier)
             start = time.monotonic()
-            # The workers own the partitions and schedule them (workers/member.py); this
+            # The workers own the partitions and schedule them (workers/cluster/member.py); this
             # process seeds, watches and summarizes.
             _watch(frontier, watcher, pool, not args.no_progress, out / "logs")
             elapsed = time.monotonic() - start
@@ -257,8 +257,8 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
 def _watch(frontier: Any, watcher: Any, pool: Any, show_progress: bool, logs: Path) -> None:
     """Until the crawl is done: the progress bar (with what limits the crawl, read once a
     second), and a check that some worker is still alive."""
-    from workers.load import measure
-    from workers.progress import CrawlProgress
+    from workers.cli.load import measure
+    from workers.cli.progress import CrawlProgress
 
     with CrawlProgress(enabled=show_progress) as progress:
         load, looked = None, 0.0
@@ -274,9 +274,9 @@ def _watch(frontier: Any, watcher: Any, pool: Any, show_progress: bool, logs: Pa
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.celery_app import configure
-    from workers.context import load_config
-    from workers.crawl import connect
+    from workers.app.celery_app import configure
+    from workers.cli.crawl import connect
+    from workers.runtime.context import load_config
 
     client = connect(args.redis)
     config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery
@@ -284,8 +284,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
                     broker_url=args.broker)
     from celery.signals import worker_ready, worker_shutdown
 
-    import workers.tasks  # noqa: F401 - registers the tasks
-    from workers.member import Member
+    import workers.app.tasks  # noqa: F401 - registers the tasks
+    from workers.cluster.member import Member
 
     member = None if args.no_schedule else Member(client, config, app, name=args.name)
 
@@ -299,7 +299,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         if member:
             member.stop()
 
-    # Celery's threads only hand tasks over to the fetch engine (workers/engine.py), which
+    # Celery's threads only hand tasks over to the fetch engine (workers/runtime/engine.py), which
     # runs the fetches; a few suffice, and each blocks while the engine is full.
     app.conf.trawl_fetch_concurrency = args.concurrency
     argv = ["worker", "-P", "threads", "-c", str(HANDOFF_THREADS), "-Q",
@@ -314,10 +314,10 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    from workers.celery_app import configure
-    from workers.context import load_config
-    from workers.crawl import CrawlWatcher, connect, terminate_on_sigterm
-    from workers.member import Member
+    from workers.app.celery_app import configure
+    from workers.cli.crawl import CrawlWatcher, connect, terminate_on_sigterm
+    from workers.cluster.member import Member
+    from workers.runtime.context import load_config
 
     client = connect(args.redis)
     while True:
@@ -345,8 +345,8 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
 
 def cmd_seed(args: argparse.Namespace) -> int:
     from frontier.frontier import Frontier
-    from workers.context import load_config
-    from workers.crawl import admit_seeds, canonical_seeds, connect
+    from workers.cli.crawl import admit_seeds, canonical_seeds, connect
+    from workers.runtime.context import load_config
 
     raw = list(args.urls) + (Path(args.file).read_text().splitlines() if args.file else [])
     client = connect(args.redis)
@@ -357,7 +357,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from workers.status import print_status
+    from workers.cli.status import print_status
 
     return print_status(args.redis, args.namespace, as_json=args.json,
                         per_partition=args.partitions)
@@ -374,7 +374,7 @@ def cmd_dedup_report(args: argparse.Namespace) -> int:
 
 
 def cmd_robots(args: argparse.Namespace) -> int:
-    from workers.robots import robots_command
+    from workers.pipeline.robots import robots_command
 
     return robots_command(args.source, args.urls, args.agent, args.json, out=sys.stdout)
 

@@ -8,9 +8,9 @@ from dataclasses import asdict
 
 from frontier.counters import ERRORS, STATUS_COLUMNS, errors
 from frontier.frontier import Frontier
-from workers.context import load_config
-from workers.crawl import connect
-from workers.load import measure
+from workers.cli.crawl import connect
+from workers.cli.load import measure
+from workers.runtime.context import load_config
 
 
 def print_status(redis_url: str, namespace: str, as_json: bool = False,

@@ -1,12 +1,12 @@
 """``trawl flower``: real Flower (the Celery monitor) on the crawl's broker, behind basic auth.
 
 Flower runs in this process as Celery's ``flower`` command of the crawl's Celery app
-(``workers.celery_app.configure``), so it sees exactly the broker, queue and serializer the
+(``workers.app.celery_app.configure``), so it sees exactly the broker, queue and serializer the
 workers use. Workers must send events (``trawl worker --events``; Flower also turns events on
 at start with a broadcast) for task counts and arguments to show.
 
-    python -m workers.flower --redis redis://HOST:6379/0 --port 5555 --address 0.0.0.0
-    FLOWER_BASIC_AUTH=admin:secret python -m workers.flower --redis ... # password not in argv
+    python -m workers.cli.flower --redis redis://HOST:6379/0 --port 5555 --address 0.0.0.0
+    FLOWER_BASIC_AUTH=admin:secret python -m workers.cli.flower --redis ... # password not in argv
 
 Flower without authentication is only allowed on a loopback address.
 """
@@ -63,7 +63,7 @@ def flower_command(redis_url: str, port: int, address: str = "127.0.0.1",
     variable FLOWER_BASIC_AUTH (which Flower reads itself, keeping the password out of argv).
     ``extra_args`` are further Flower options, e.g. ``["--purge_offline_workers=60"]``.
     """
-    from workers.crawl import connect
+    from workers.cli.crawl import connect
 
     auth = basic_auth or os.environ.get(ENV_AUTH) or None
     if auth:
@@ -75,7 +75,7 @@ def flower_command(redis_url: str, port: int, address: str = "127.0.0.1",
         raise ConfigError(f"--port {port}: not a TCP port")
     connect(redis_url).close()  # fail fast with Trawl's message if the broker is unreachable
 
-    from workers.celery_app import configure
+    from workers.app.celery_app import configure
 
     app = configure(redis_url, namespace)
     # Flower reads FLOWER_BASIC_AUTH itself; pass it only when given as an argument.
@@ -84,7 +84,7 @@ def flower_command(redis_url: str, port: int, address: str = "127.0.0.1",
 
 
 def add_flower_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The options of ``trawl flower`` (for ``workers.cli.build_parser``)."""
+    """The options of ``trawl flower`` (for ``workers.cli.main.build_parser``)."""
     parser.add_argument("--redis", required=True, help="the crawl's redis:// or rediss:// URL")
     parser.add_argument("--namespace", default="trawl")
     parser.add_argument("--port", type=int, default=5555)

@@ -35,7 +35,7 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.keys import Keys
 from frontier.ownership import assign
-from workers.scheduler import Scheduler
+from workers.cluster.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 

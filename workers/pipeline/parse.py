@@ -26,7 +26,7 @@ from ada_url import join_url
 from lxml import etree
 
 from frontier.memo import BoundedMemo
-from workers.useragent import ROBOTS_TOKEN
+from frontier.useragent import ROBOTS_TOKEN
 
 __all__ = ["DEFAULT_MAX_LINKS", "Link", "ParsedPage", "extract_text", "parse_html", "soup"]
 

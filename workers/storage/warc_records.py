@@ -27,7 +27,7 @@ the two SHA-1 passes over the body (payload and block digests, ~0.02 ms each) an
 ISA-L gzip members; with a 50-byte body 0.11 ms vs 0.04 ms. The format is small: "WARC/1.1"
 CRLF, "Name: value" CRLF lines, CRLF, the block (the HTTP head then the payload), CRLF CRLF.
 tests/test_warc_writer.py compares the bytes with warcio's; warcio still writes each file's
-warcinfo record (workers/warc.py), and reads the files in the tests.
+warcinfo record (workers/storage/warc.py), and reads the files in the tests.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What a worker does with one leased URL: robots → fetch → store → parse → links.
 
 Each step's outcome is data (:class:`LeaseResult`): the lease's completion, the links to admit
-and the counters to bump. The caller (``workers.tasks``) applies the results of a whole task
+and the counters to bump. The caller (``workers.app.tasks``) applies the results of a whole task
 in one Redis pipeline. Nothing here raises for bad input or bad servers; every way a URL can
 end is an outcome counted in Redis and written to the JSONL records.
 """
@@ -21,12 +21,12 @@ from frontier.counters import DUPLICATES, ERRORS, LINKS_REFUSED, ROBOTS_POLICIES
 from frontier.frontier import AdmitLink, Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
-from workers.context import WorkerContext
+from frontier.useragent import ROBOTS_TOKEN
 from workers.fetch import HTML_TYPES, FetchResult
-from workers.parse import Link, parse_html
-from workers.robots import RobotsPolicy, ttl_for
-from workers.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
-from workers.useragent import ROBOTS_TOKEN
+from workers.pipeline.parse import Link, parse_html
+from workers.pipeline.robots import RobotsPolicy, ttl_for
+from workers.pipeline.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
+from workers.runtime.context import WorkerContext
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class LeaseResult:
     #: Set while the page waits for its near-duplicate check (see :func:`process_leases`).
     pending: PendingDedup | None = None
     #: (host, url, depth, hops) of links the worker's seen-memo already knows: not sent to
-    #: the URL-seen test, unless Redis restarted (``workers.tasks.apply_results``).
+    #: the URL-seen test, unless Redis restarted (``workers.app.tasks.apply_results``).
     known: list[tuple[str, str, int, int]] = field(default_factory=list)
 
 
