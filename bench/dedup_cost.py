@@ -2,7 +2,7 @@
 query/insert in Redis) and Redis memory per indexed page. Not a test; prints the figures.
 
 First, per step, the implementation before the fast path (the reference copy in
-tests/test_dedup_fastpath.py) against the current one, on the real pages and on sandbox pages
+tests/dedup/test_dedup_fastpath.py) against the current one, on the real pages and on sandbox pages
 as the worker parses them (best of --rounds, CPU time; the results are checked to be equal).
 
     .venv/bin/python bench/dedup_cost.py [--pages 20000] [--rounds 7] [--steps-only]
@@ -34,7 +34,7 @@ from dedup.shingles import shingles_of_hashes, string_token_hashes
 from dedup.text import main_text, parse, token_string, tokens
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxSite
-from tests.test_dedup_fastpath import (
+from tests.dedup.test_dedup_fastpath import (
     ref_main_text,
     ref_normalize_text,
     ref_page_features,

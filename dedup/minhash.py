@@ -68,7 +68,7 @@ class OnePermutationHasher:
     the top 32 bits choose one of ``num_perm`` bins, the low 32 bits are its value, and a
     bin keeps its minimum. Two sets agree in a bin with probability J, as with k
     permutations, but the bins sample the union *without* replacement, so the error is a
-    little lower (bench and tests/test_dedup.py: RMS 0.88-0.93 of sqrt(J(1-J)/k) on 100-400
+    little lower (bench and tests/dedup/test_dedup.py: RMS 0.88-0.93 of sqrt(J(1-J)/k) on 100-400
     shingle sets, unbiased). An empty bin (sets of fewer shingles than bins) borrows the
     value of the first non-empty bin on its own seeded probe sequence, the same sequence for
     every set, so two sets agree there with probability J too; after ``rounds`` probes the

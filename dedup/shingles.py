@@ -40,7 +40,7 @@ def token_hashes(tokens: list[bytes]) -> np.ndarray:
 # the real pages (~2,100 tokens, half of them 1-3 bytes). Longer tokens still go through
 # xxhash. Formulas: xxhash.h v0.8 XXH3_len_1to3_64b, XXH3_len_4to8_64b, XXH3_len_9to16_64b;
 # an import-time self-check compares every length class with xxhash and turns this path off
-# if any value differs, and tests/test_dedup_fastpath.py compares them again.
+# if any value differs, and tests/dedup/test_dedup_fastpath.py compares them again.
 
 _SECRET = bytes.fromhex(  # first 64 bytes of XXH3's kSecret
     "b8fe6c3923a44bbe7c01812cf721ad1cded46de9839097db7240a4a4b7b3671f"

@@ -39,7 +39,7 @@ _ZEROS = re.compile(rb"00+")
 #: _TOKEN, or a newline: marks where one text of a batch ends (see _mixed_token_string).
 _TOKEN_OR_NL = re.compile(_TOKEN.pattern + "|\n")
 #: str.lower() maps every character on its own except capital sigma, whose lower case depends
-#: on the letters around it (final sigma); tests/test_dedup_fastpath.py checks this claim.
+#: on the letters around it (final sigma); tests/dedup/test_dedup_fastpath.py checks this claim.
 _SIGMA = "\u03a3"
 
 

@@ -7,7 +7,7 @@ over the partitions by ``Frontier.stats()``. A counter is either one fixed name
 (:class:`CounterSpec`) or a family of names built as prefix + member (:class:`CounterFamily`,
 e.g. ``err:`` + ``timeout``): code that bumps a family member calls :meth:`CounterFamily.name`,
 never builds the string itself. The Lua scripts write their fixed names literally;
-tests/test_counters.py checks that every name written anywhere, in Python or Lua, and every
+tests/frontier/test_counters.py checks that every name written anywhere, in Python or Lua, and every
 field of the stats hashes after a real crawl, is registered here.
 
 The ways a lease ends are :class:`Outcome` values, and each is also the counter the completion

@@ -13,7 +13,7 @@ in a module of its own, with the encoders and decoders of its scripts:
   hostcache.py  robots.txt and soft-404 caches per host
   partition_counters.py  the counters of each partition        (hget, hgetall, hincrby)
 
-Invariants (checked by tests/test_frontier.py):
+Invariants (checked by tests/frontier/test_frontier.py):
   * a host is in the ready heap ``r`` iff its queue is non-empty and it holds no lease;
   * a host holds at most one lease; a leased URL is in ``L``/``D`` and in no queue;
   * ``queued`` = total length of the host queues, ``inflight`` = number of leases;

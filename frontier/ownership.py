@@ -6,7 +6,7 @@ joins or leaves, but its loads are binomial (64 partitions over 4 members: 16 ±
 each member has a quota (P // N, or one more for the first P % N members in hash order), and
 (partition, member) pairs are taken in descending weight while the member has room. Loads are
 then exactly even within 1, and a join or leave still moves close to 1/N of the partitions
-(measured in tests/test_ownership.py).
+(measured in tests/frontier/test_ownership.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A Celery app for tests/test_consumer.py: Trawl's worker configuration plus one probe task.
+"""A Celery app for tests/workers/test_consumer.py: Trawl's worker configuration plus one probe
+task.
 
 The worker process imports it (``celery -A tests.celery_probe worker``); the broker URL comes
 from ``TRAWL_PROBE_REDIS``.

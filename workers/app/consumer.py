@@ -8,7 +8,7 @@ restore the unacked messages through the detached transport and raises ``Attribu
 Nothing catches it, so the worker stops with "Unrecoverable error"; and if it did not, every
 late ack of a task that was running during the outage would raise the same error on the
 dropped pool, and stop the worker then. Seen in the Redis restart drill
-(tests/test_persistence.py) and reproduced by tests/test_consumer.py; Celery 5.6 did not
+(tests/test_persistence.py) and reproduced by tests/workers/test_consumer.py; Celery 5.6 did not
 close a second time.
 
 So the lost connection is only collected, as before 5.7: the tasks that were running ack on

@@ -2,7 +2,8 @@
 
 Why byte-for-byte requests' behaviour: the crawl's stored URLs, WARC request records and the
 servers' view of us did not change when the fetcher dropped requests for plain urllib3
-(``tests/test_fetch.py`` compares against ``requests.PreparedRequest`` on thousands of URLs).
+(``tests/workers/test_fetch.py`` compares against ``requests.PreparedRequest`` on thousands of
+URLs).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ warcio 0.20-0.21 ms per fetch, hand-written 0.12-0.13 ms, of which ~0.10 ms is t
 the two SHA-1 passes over the body (payload and block digests, ~0.02 ms each) and the two
 ISA-L gzip members; with a 50-byte body 0.11 ms vs 0.04 ms. The format is small: "WARC/1.1"
 CRLF, "Name: value" CRLF lines, CRLF, the block (the HTTP head then the payload), CRLF CRLF.
-tests/test_warc_writer.py compares the bytes with warcio's; warcio still writes each file's
+tests/workers/test_warc_writer.py compares the bytes with warcio's; warcio still writes each file's
 warcinfo record (workers/storage/warc.py), and reads the files in the tests.
 """
 

@@ -136,7 +136,7 @@ def ref_page_features(doc: Any, config: DedupConfig,
 
 # ---- inputs --------------------------------------------------------------------------------
 
-REALPAGES = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "realpages"
+REALPAGES = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "realpages"
 
 
 def real_pages() -> list[tuple[str, bytes]]:

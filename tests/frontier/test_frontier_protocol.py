@@ -1,5 +1,5 @@
 """The encoders and decoders of the frontier's Lua scripts, on the replies' edge cases (the
-scripts themselves run on a real Redis in tests/test_frontier.py and friends)."""
+scripts themselves run on a real Redis in tests/frontier/test_frontier.py and friends)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from workers.cli.crawl import canonical_seeds, init_crawl
 from workers.cli.flower import flower_command, parse_basic_auth
 
 USER, PASSWORD = "trawl", "s3cret-pass"
-ROOT = str(Path(__file__).resolve().parent.parent)
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ from celery import Celery
 from frontier.redisserver import EmbeddedRedis
 from tests.waiting import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESTARTS = 3
 #: A probe task's run time: it straddles the outage, so its late ack comes after the restart.
 TASK_S = 2.5

@@ -15,7 +15,7 @@ from dedup.service import DedupService
 from dedup.shingles import jaccard, shingle_hashes
 from dedup.text import tokens
 
-PAGES = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "realpages"
+PAGES = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "realpages"
 NAMES = sorted(p.stem for p in PAGES.glob("*.html"))
 pytestmark = pytest.mark.skipif(not NAMES, reason="realpages vectors not present")
 

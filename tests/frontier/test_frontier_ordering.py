@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from frontier.frontier import AdmitLink, AdmitResult, Completion, Entry, Frontier
-from tests.test_frontier import bloom_backend, check_invariants, make  # noqa: F401
+from tests.frontier.test_frontier import bloom_backend, check_invariants, make  # noqa: F401
 
-#: Once per URL-seen backend (tests/test_frontier.py).
+#: Once per URL-seen backend (tests/frontier/test_frontier.py).
 pytestmark = pytest.mark.usefixtures("bloom_backend")
 
 

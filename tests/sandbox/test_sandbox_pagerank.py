@@ -21,7 +21,7 @@ from tests.webs import SandboxWebs
 
 CONFIG = SandboxConfig(seed=3, hosts=30, pages_per_host=30, ips=8, robots_slow_s=0.3,
                        slow_page_s=0.3, hang_s=4.0, crawl_delay_s=0.25)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

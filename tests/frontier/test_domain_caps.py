@@ -8,9 +8,9 @@ import redis
 
 from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.psl import registered_domain
-from tests.test_frontier import bloom_backend, make  # noqa: F401
+from tests.frontier.test_frontier import bloom_backend, make  # noqa: F401
 
-#: Once per URL-seen backend (tests/test_frontier.py).
+#: Once per URL-seen backend (tests/frontier/test_frontier.py).
 pytestmark = pytest.mark.usefixtures("bloom_backend")
 
 

@@ -40,7 +40,7 @@ from workers.pipeline.robots import KINDS
 from workers.runtime import context
 from workers.runtime.completion import apply_results
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("workers", "frontier", "dedup")
 
 

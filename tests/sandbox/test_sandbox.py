@@ -63,7 +63,7 @@ def test_same_seed_same_web_different_seed_different_web() -> None:
     host, path = urlsplit(urls[0]).hostname or "", urlsplit(urls[0]).path
     assert a.respond(host, path).body != c.respond(host, path).body
     assert a.outlinks(a.url(a.hosts[0], "/")) != c.outlinks(c.url(c.hosts[0], "/"))
-    # without SandboxConfig.traps there are no trap hosts (tests/test_sandbox_traps.py)
+    # without SandboxConfig.traps there are no trap hosts (tests/sandbox/test_sandbox_traps.py)
     assert a.trap_hosts() == {} and a.farm_rule() is None
     assert all(a.trap_kind(u) is None for u in a.expected_fetches(a.seeds()))
 
