@@ -390,7 +390,7 @@ class Bench:
         self.profile_path.write_text(summarize(raw.read_text(), header=(
             f"py-spy record of one Trawl worker ({self.profile_s:.0f} s, 100 Hz, --nonblocking --gil: only the thread holding the GIL is sampled, so samples are CPU, not waits) "
             f"during bench/run on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}.\n"
-            f"Trawl: {self.procs} workers x {self.threads} threads, delay {self.delay_s} s.\n")))
+            f"Trawl: {self.procs} workers, defaults, delay {self.delay_s} s.\n")))
         print(f"  profile summary written to {self.profile_path}", flush=True)
 
     # -- the four crawlers --------------------------------------------------------------
@@ -450,8 +450,13 @@ class Bench:
         return res
 
     def trawl_args(self) -> list[str]:
-        """Trawl's arguments specific to this web (the zero-latency one: 8 fetches in flight)."""
-        return ["--concurrency", str(self.threads)]
+        """Trawl's arguments specific to this web: none, Trawl runs with its defaults.
+
+        Until 2026-12-05 this passed ``--concurrency THREADS`` (8), which meant threads per
+        worker before the fetch engine and means fetches in flight per worker since: 16 URLs
+        in the engines at once, each holding its slot through the batched write-back, held
+        Trawl at ~110 pages/s on this web (bench/results/quick-20261205-193344.json)."""
+        return []
 
     def trawl(self, run: int) -> dict[str, Any]:
         out = self.work / f"trawl-out-{run}"
@@ -475,7 +480,6 @@ class Bench:
 
         res = self._run("trawl", [], "Trawl/", True, True, setup=setup)
         res["processes"] = self.procs
-        res["threads_per_worker"] = self.threads
         summary = out / "summary.json"
         res["trawl_summary"] = json.loads(summary.read_text()) if summary.exists() else None
         res["warc_bytes"] = sum(p.stat().st_size for p in (out / "warc").glob("*")) \
@@ -589,7 +593,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--delay", type=float, default=0.02, help="per-host delay for all (s)")
     ap.add_argument("--procs", type=int, default=os.cpu_count() or 2,
                     help="Trawl workers = scrapy-redis processes = bare-loop processes")
-    ap.add_argument("--threads", type=int, default=8, help="Trawl/bare-loop threads per process")
+    ap.add_argument("--threads", type=int, default=8, help="bare-loop threads per process")
     ap.add_argument("--scrapy-concurrency", type=int, default=32)
     ap.add_argument("--tune-scrapy", default="", help="comma list: sweep CONCURRENT_REQUESTS")
     ap.add_argument("--hosts", type=int, default=200)
