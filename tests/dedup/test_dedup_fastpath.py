@@ -7,6 +7,7 @@ stored and compared across workers and versions, so "the same" means byte for by
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import re
 import sys
@@ -136,7 +137,7 @@ def ref_page_features(doc: Any, config: DedupConfig,
 
 # ---- inputs --------------------------------------------------------------------------------
 
-REALPAGES = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "realpages"
+REALPAGES = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")) / "realpages"
 
 
 def real_pages() -> list[tuple[str, bytes]]:

@@ -3,6 +3,7 @@ a different article is not, and two Yahoo articles on one template are not."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from dedup.service import DedupService
 from dedup.shingles import jaccard, shingle_hashes
 from dedup.text import tokens
 
-PAGES = Path(__file__).resolve().parents[3] / "shared" / "vectors" / "realpages"
+PAGES = Path(os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")) / "realpages"
 NAMES = sorted(p.stem for p in PAGES.glob("*.html"))
 pytestmark = pytest.mark.skipif(not NAMES, reason="realpages vectors not present")
 
