@@ -4,9 +4,10 @@ from .config import SandboxConfig
 from .graph import Link, PageSpec
 from .handle import SandboxWeb
 from .layout import Special, SpecialKind
+from .replies import Reply
 from .requestlog import LogEntry, read_log
 from .robots import ROBOTS_PARSE_LIMIT, RobotsKind
-from .site import Reply, SandboxSite, canonical_url
+from .site import SandboxSite, canonical_url
 from .traps import FARM_LISTED, TRAP_KINDS
 
 __all__ = [

@@ -73,6 +73,8 @@ def relative_ref(from_dir: str, to_path: str) -> str:
 
 
 class PageBuilder:
+    """Builds the :class:`PageSpec` of any page of a layout; caches each host's origin."""
+
     def __init__(self, layout: Layout, vocab: Vocabulary, port: int, https_port: int = 0) -> None:
         self.layout = layout
         self.vocab = vocab
@@ -83,78 +85,102 @@ class PageBuilder:
     def origin(self, host: str) -> str:
         return self.layout.origin(host, self.port, self.https_port)
 
+    def cached_origin(self, host: str) -> str:
+        origin = self._origins.get(host)
+        if origin is None:
+            origin = self._origins[host] = self.origin(host)
+        return origin
+
     def build(self, host: str, page_id: int, query: str = "") -> PageSpec:
-        """The page's spec. Hot path of the oracle and of PageRank: the random draws are made
-        with ``Random._randbelow`` (what ``choice``/``randrange`` call) and locals, so the
-        sequence (hence the web) is the one the plain calls give, in ~40% less time."""
-        lay = self.layout
-        seed = lay.config.seed
-        rng = rng_for(seed, "page", host, page_id)
-        rand, below = rng.random, rng._randbelow
-        n_pages = lay.config.pages_per_host
-        paths = lay.paths
-        path = paths[host][page_id]
-        origins = self._origins
-        here = origins.get(host) or self._origin_of(host)
-        url = here + path + (f"?{query}" if query else "")
+        """The page's spec: its links drawn section by section (nav, body, head and footer),
+        then its title and size, in the one order that defines the web."""
+        draw = _PageDraw(self, host, page_id, query)
+        draw.nav_links()
+        draw.body_links()
+        draw.head_and_footer_links()
+        return draw.spec()
+
+
+class _PageDraw:
+    """The random draws of one page. Hot path of the oracle and of PageRank: the draws are made
+    with ``Random._randbelow`` (what ``choice``/``randrange`` call) and locals, so the sequence
+    (hence the web) is the one the plain calls give, in ~40% less time."""
+
+    def __init__(self, builder: PageBuilder, host: str, page_id: int, query: str) -> None:
+        lay = self.lay = builder.layout
+        self.builder, self.host, self.page_id, self.query = builder, host, page_id, query
+        rng = self.rng = rng_for(lay.config.seed, "page", host, page_id)
+        rand, below = self.rand, self.below = rng.random, rng._randbelow
+        self.n_pages = n_pages = lay.config.pages_per_host
+        self.path = path = lay.paths[host][page_id]
+        self.here = here = builder.cached_origin(host)
+        self.url = here + path + (f"?{query}" if query else "")
         base_path = path
-        base_href = None
+        self.base_href: str | None = None
         if page_id and rand() < 0.08:
-            base_path = paths[host][below(n_pages)]
-            base_href = here + base_path
-        base_url = base_href or url
-        base_dir = base_path.rsplit("/", 1)[0] + "/"
-        links: list[Link] = []
-        append = links.append
-        words = self.vocab.words
-        n_words = len(words)
-        https = lay.https_hosts
-        here_https = host in https
-        port_tail = f":{self.https_port if here_https else self.port}"
+            base_path = lay.paths[host][below(n_pages)]
+            self.base_href = here + base_path
+        self.base_url = self.base_href or self.url
+        self.base_dir = base_path.rsplit("/", 1)[0] + "/"
+        self.links: list[Link] = []
+        self.words = builder.vocab.words
+        self.here_https = host in lay.https_hosts
+        self.port_tail = f":{builder.https_port if self.here_https else builder.port}"
 
-        def word() -> str:
-            return words[below(n_words)] + " " + words[below(n_words)]
+    def word(self) -> str:
+        words, below = self.words, self.below
+        return words[below(len(words))] + " " + words[below(len(words))]
 
-        def to(th: str, tpath: str, section: str, tag: str = "a", q: str = "", frag: str = "",
-               nofollow: bool = False) -> None:
-            origin = origins.get(th) or self._origin_of(th)
-            if q:
-                target = origin + tpath + "?" + q
-                suffix = "?" + q + ("#" + frag if frag else "")
+    def to(self, th: str, tpath: str, section: str, tag: str = "a", q: str = "",
+           frag: str = "", nofollow: bool = False) -> None:
+        """Append a link to ``tpath`` on host ``th``, written absolute, scheme-relative,
+        root-relative or relative as the draws decide."""
+        rand = self.rand
+        origin = self.builder.cached_origin(th)
+        if q:
+            target = origin + tpath + "?" + q
+            suffix = "?" + q + ("#" + frag if frag else "")
+        else:
+            target = origin + tpath
+            suffix = "#" + frag if frag else ""
+        if th != self.host:  # scheme-relative only to a host of the same scheme
+            href = (origin if rand() < 0.85 or (th in self.lay.https_hosts) != self.here_https
+                    else "//" + th + self.port_tail) + tpath
+        else:
+            r = rand()
+            if r < 0.25:
+                href = origin + tpath
+            elif r < 0.6:
+                href = tpath
             else:
-                target = origin + tpath
-                suffix = "#" + frag if frag else ""
-            if th != host:  # scheme-relative only to a host of the same scheme
-                href = (origin if rand() < 0.85 or (th in https) != here_https
-                        else "//" + th + port_tail) + tpath
-            else:
-                r = rand()
-                if r < 0.25:
-                    href = origin + tpath
-                elif r < 0.6:
-                    href = tpath
-                else:
-                    href = relative_ref(base_dir, tpath)
-                    if not href.startswith(".") and rand() < 0.3:
-                        href = "./" + href
-            append(Link(tag, href + suffix, target, section, word(), nofollow))
+                href = relative_ref(self.base_dir, tpath)
+                if not href.startswith(".") and rand() < 0.3:
+                    href = "./" + href
+        self.links.append(Link(tag, href + suffix, target, section, self.word(), nofollow))
 
-        def page(th: str, tid: int, section: str, **kw: object) -> None:
-            to(th, paths[th][tid], section, **kw)  # type: ignore[arg-type]
-
-        # nav: home, neighbours, two popular pages
+    def nav_links(self) -> None:
+        """Home, neighbours, two popular pages; on a home page a ring over home pages (keeps
+        every host reachable); then the layout's extra links."""
+        lay, host, page_id, n_pages, paths = (self.lay, self.host, self.page_id, self.n_pages,
+                                              self.lay.paths)
         for tid in (0, (page_id + 1) % n_pages, (page_id - 1) % n_pages):
-            page(host, tid, "nav")
+            self.to(host, paths[host][tid], "nav")
         for _ in range(2):
-            page(host, lay.popular_page(host, rng), "nav")
+            self.to(host, paths[host][lay.popular_page(host, self.rng)], "nav")
         hi = lay.host_index[host]
-        if page_id == 0:  # a ring over home pages keeps every host reachable
+        if page_id == 0:
             for step in (1, 7, 31):
-                page(lay.hosts[(hi + step) % len(lay.hosts)], 0, "nav")
+                th = lay.hosts[(hi + step) % len(lay.hosts)]
+                self.to(th, paths[th][0], "nav")
         for th, tpath in lay.extra_links.get((host, page_id), ()):
-            to(th, tpath, "body")
+            self.to(th, tpath, "body")
 
-        n_body = max(5, rng.randint(26, 140) - len(links) - 2)
+    def body_links(self) -> None:
+        """The body's links: own pages by rank, other hosts by popularity, resources, gone
+        pages (the order of the draws is the web)."""
+        lay, host, rand, below, to = self.lay, self.host, self.rand, self.below, self.to
+        n_body = max(5, self.rng.randint(26, 140) - len(self.links) - 2)
+        paths = lay.paths
         own_paths = paths[host]
         ranks = lay.page_ranks(host)
         page_cum, host_cum = lay.page_zipf.cum, lay.host_zipf.cum
@@ -163,7 +189,7 @@ class PageBuilder:
         n_resources = len(resources)
         hosts, popularity = lay.hosts, lay.popularity
         n_queries = len(QUERIES)
-        for _ in range(n_body):  # body links (the order of the draws is the web)
+        for _ in range(n_body):
             r = rand()
             tag = "a" if rand() < 0.9 else ("area" if rand() < 0.7 else "iframe")
             nofollow = tag != "iframe" and rand() < 0.05
@@ -185,38 +211,40 @@ class PageBuilder:
                 else:
                     tid = 0
                 to(th, paths[th][tid], "body", tag, "", frag, nofollow)
-        if page_id and rand() < 0.03:  # a query-only self reference
-            append(Link("a", f"?{QUERIES[0]}", base_url.split("?")[0] + f"?{QUERIES[0]}",
-                        "body", word()))
+        if self.page_id and rand() < 0.03:  # a query-only self reference
+            self.links.append(Link("a", f"?{QUERIES[0]}",
+                                   self.base_url.split("?")[0] + f"?{QUERIES[0]}", "body",
+                                   self.word()))
 
-        if query:
-            append(Link("canonical", here + path, here + path, "head"))
+    def head_and_footer_links(self) -> None:
+        """Canonical, stylesheet and images; the footer's fixed links, then the trap entries
+        (placed without draws, so the rest of the web stays as it was)."""
+        host, rand, below, append = self.host, self.rand, self.below, self.links.append
+        if self.query:
+            append(Link("canonical", self.here + self.path, self.here + self.path, "head"))
         elif rand() < 0.25:
-            append(Link("canonical", url, url, "head"))
+            append(Link("canonical", self.url, self.url, "head"))
         append(Link("stylesheet", "/static/site.css", None, "head"))
         for _ in range(below(3)):
             k = below(3)
-            append(Link("img", f"/img/pic-{k}.png", None, "body", word()))
-
-        append(Link("a", "#top", base_url, "footer", "top"))
+            append(Link("img", f"/img/pic-{k}.png", None, "body", self.word()))
+        append(Link("a", "#top", self.base_url, "footer", "top"))
         append(Link("a", f"mailto:webmaster@{host}", None, "footer", "contact"))
         if rand() < 0.2:
             append(Link("a", OFFSITE, None, "footer", "elsewhere"))
-        key = (host, page_id)
-        for th, tpath in lay.footer_links.get(key, ()):  # no draws: the rest stays as it was
-            t = (origins.get(th) or self._origin_of(th)) + tpath
+        for th, tpath in self.lay.footer_links.get((host, self.page_id), ()):
+            t = self.builder.cached_origin(th) + tpath
             append(Link("a", t, t, "footer", "partner"))
 
+    def spec(self) -> PageSpec:
+        lay, key, words, below = self.lay, (self.host, self.page_id), self.words, self.below
         meta = ("nofollow" if key in lay.meta_nofollow
                 else "noindex" if key in lay.meta_noindex else None)
         return PageSpec(
-            host=host, page_id=page_id, path=path, query=query, url=url,
-            title=" ".join(words[below(n_words)] for _ in range(rng.randint(2, 5))).title(),
-            base_href=base_href, meta_robots=meta,
+            host=self.host, page_id=self.page_id, path=self.path, query=self.query, url=self.url,
+            title=" ".join(words[below(len(words))]
+                           for _ in range(self.rng.randint(2, 5))).title(),
+            base_href=self.base_href, meta_robots=meta,
             header_nofollow=key in lay.header_nofollow, slow=key in lay.slow_pages,
-            size_target=rng.randint(11_500, 54_000), links=tuple(links),
+            size_target=self.rng.randint(11_500, 54_000), links=tuple(self.links),
         )
-
-    def _origin_of(self, host: str) -> str:
-        origin = self._origins[host] = self.layout.origin(host, self.port, self.https_port)
-        return origin

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from html import escape
+from random import Random
 
 from .graph import Link, PageSpec
 from .layout import rng_for
@@ -18,7 +19,16 @@ def _anchor(lk: Link) -> str:
 
 
 def render_page(spec: PageSpec, vocab: Vocabulary, seed: int) -> bytes:
-    rng = rng_for(seed, "text", spec.host, spec.page_id)
+    """The page's HTML: head, header and nav, then paragraphs of text with the body links
+    spread through them up to the spec's size, then maps, frames, images and the footer."""
+    head, top, tail = _head(spec), _top(spec), _tail(spec)
+    fixed = sum(map(len, head)) + sum(map(len, top)) + sum(map(len, tail))
+    body = [lk for lk in spec.links if lk.section == "body" and lk.tag == "a"]
+    middle = _middle(spec, vocab, rng_for(seed, "text", spec.host, spec.page_id), body, fixed)
+    return "".join(head + top + middle + tail).encode()
+
+
+def _head(spec: PageSpec) -> list[str]:
     head = [
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n',
         f"<title>{escape(spec.title)}</title>\n",
@@ -33,18 +43,18 @@ def render_page(spec: PageSpec, vocab: Vocabulary, seed: int) -> bytes:
         elif lk.tag == "stylesheet":
             head.append(f'<link rel="stylesheet" href="{escape(lk.href)}">\n')
     head.append('</head>\n<body>\n<a id="top"></a>\n')
+    return head
 
-    nav = [lk for lk in spec.links if lk.section == "nav"]
-    body = [lk for lk in spec.links if lk.section == "body" and lk.tag == "a"]
-    areas = [lk for lk in spec.links if lk.tag == "area"]
-    frames = [lk for lk in spec.links if lk.tag == "iframe"]
-    imgs = [lk for lk in spec.links if lk.tag == "img"]
-    footer = [lk for lk in spec.links if lk.section == "footer"]
 
+def _top(spec: PageSpec) -> list[str]:
     top = [f"<header>\n<h1>{escape(spec.title)}</h1>\n<nav><ul>\n"]
-    top += [f"<li>{_anchor(lk)}</li>\n" for lk in nav]
+    top += [f"<li>{_anchor(lk)}</li>\n" for lk in spec.links if lk.section == "nav"]
     top.append("</ul></nav>\n</header>\n<main>\n")
+    return top
 
+
+def _tail(spec: PageSpec) -> list[str]:
+    areas = [lk for lk in spec.links if lk.tag == "area"]
     tail = []
     if areas:
         tail.append('<img src="/img/pic-0.png" usemap="#m" alt="map">\n<map name="m">\n')
@@ -54,14 +64,19 @@ def render_page(spec: PageSpec, vocab: Vocabulary, seed: int) -> bytes:
                         f' href="{escape(lk.href)}"{rel} alt="{escape(lk.text)}">\n')
         tail.append("</map>\n")
     tail += [f'<iframe src="{escape(lk.href)}" title="{escape(lk.text)}"></iframe>\n'
-             for lk in frames]
-    tail += [f'<img src="{escape(lk.href)}" alt="{escape(lk.text)}">\n' for lk in imgs]
+             for lk in spec.links if lk.tag == "iframe"]
+    tail += [f'<img src="{escape(lk.href)}" alt="{escape(lk.text)}">\n'
+             for lk in spec.links if lk.tag == "img"]
     tail.append("</main>\n<footer>\n<p>")
-    tail += [_anchor(lk) + " " for lk in footer]
+    tail += [_anchor(lk) + " " for lk in spec.links if lk.section == "footer"]
     tail.append(f"</p>\n<p>&copy; {escape(spec.host)}</p>\n</footer>\n</body>\n</html>\n")
+    return tail
 
-    fixed = sum(map(len, head)) + sum(map(len, top)) + sum(map(len, tail))
-    size = fixed
+
+def _middle(spec: PageSpec, vocab: Vocabulary, rng: Random, body: list[Link],
+            size: int) -> list[str]:
+    """Sections of paragraphs until the page reaches ``spec.size_target`` (``size``: the
+    bytes of the rest), every body link placed at a random word; at least 20 paragraphs."""
     middle: list[str] = []
     pending = list(reversed(body))
     n_par = 0
@@ -88,7 +103,7 @@ def render_page(spec: PageSpec, vocab: Vocabulary, seed: int) -> bytes:
             middle.append(f'<h2 id="sec{n_par // 4 + 1}">{escape(vocab.phrase(rng, 2))}</h2>\n')
         middle.append(f"<p>{vocab.phrase(rng, 8)}</p>\n")
         n_par += 1
-    return "".join(head + top + middle + tail).encode()
+    return middle
 
 
 def small_html(title: str, text: str, links: tuple[str, ...] = ()) -> bytes:

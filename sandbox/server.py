@@ -13,8 +13,9 @@ from aiohttp import web
 
 from .latency import Answer, Failure, LatencyModel
 from .pages import small_html
+from .replies import Reply
 from .requestlog import LogEntry, RequestLog
-from .site import Reply, SandboxSite
+from .site import SandboxSite
 
 
 def bind_all(ips: list[str], port: int = 0, attempts: int = 50) -> list[socket.socket]:

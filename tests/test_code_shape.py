@@ -1,8 +1,8 @@
 """The size rules of the code (issue 18): no module over ~400 lines and no function over ~60
 outside tests and benchmarks, so that each unit can be read in one sitting.
 
-The sandbox web has four older units over the limits; they are listed here with their sizes
-today and may shrink, not grow (split them when they next change)."""
+``KNOWN_OVERSIZED`` may list a unit over the limits with the size it may not exceed (a ratchet
+for code taken over as it is); it is empty: every unit is within the limits."""
 
 from __future__ import annotations
 
@@ -14,12 +14,7 @@ PACKAGES = ("frontier", "workers", "dedup", "sandbox", "deploy")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 #: Units over the limits, with the size they may not exceed.
-KNOWN_OVERSIZED = {
-    "sandbox/site.py": 494,
-    "sandbox/traps.py": 490,
-    "sandbox/graph.py:build": 133,
-    "sandbox/pages.py:render_page": 72,
-}
+KNOWN_OVERSIZED: dict[str, int] = {}
 
 
 def oversized(path: str, source: str) -> dict[str, int]:

@@ -299,12 +299,12 @@ def test_prerender_keeps_every_page_past_the_cache_bound() -> None:
     cfg = SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=4, page_cache=16)
     site = SandboxSite(cfg, 8080)
     n = site.prerender(processes=2)
-    assert len(site._cache) == n
+    assert len(site.replies.cache) == n
     assert n == sum(len(site.layout.page_of[h]) for h in site.layout.hosts) == 12 * 20
     fresh = SandboxSite(cfg, 8080)
     for host in site.layout.hosts[:3]:
         for path in list(site.layout.page_of[host])[:5]:
-            assert (host, path) in site._cache  # none evicted although page_cache is 16
+            assert (host, path) in site.replies.cache  # none evicted although page_cache is 16
             assert site.respond(host, path) == fresh.respond(host, path)
 
 

@@ -294,7 +294,7 @@ def test_trap_pages_are_small_and_cheap() -> None:
             assert len(r.body) < 4096 and r.status in (200, 302), (host, target)
     per_request = (time.process_time() - t0) / (n * 9)
     assert per_request < 0.002, per_request  # measured ~70 µs on this machine
-    assert not site._cache  # trap hosts' answers are not cached (they would evict pages)
+    assert not site.replies.cache  # trap hosts' answers are not cached (they would evict pages)
 
 
 # -- the oracle and the web without traps ---------------------------------------------------
