@@ -26,7 +26,7 @@ import urllib3
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sandbox import SandboxConfig, SandboxWeb
-from workers.pipeline.dns import CachingResolver
+from workers.dns.resolver import CachingResolver
 
 
 def load_fetch_module(path: str | None) -> ModuleType:

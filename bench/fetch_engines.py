@@ -246,8 +246,8 @@ class Recorder:
 
 # --- engines ---------------------------------------------------------------------------------
 def make_fetcher(web: Web, **kw: object) -> object:
+    from workers.dns.resolver import CachingResolver
     from workers.fetch import Fetcher
-    from workers.pipeline.dns import CachingResolver
 
     args: dict[str, object] = {"extra_ca": web.ca_pem, "pool_maxsize": 1,
                                "pool_connections": web.hosts + 64, "connect_timeout_s": 10.0,

@@ -88,7 +88,7 @@ class CrawlConfig:
     dns_ttl_s: float = 300.0
     #: DNS servers ("ip" or "ip:port") asked directly (dnspython) instead of the system
     #: resolver; empty = getaddrinfo. Lookups never block other fetches
-    #: (workers/pipeline/dnspool.py).
+    #: (workers/dns/pool.py).
     dns_servers: list[str] = field(default_factory=list)
     #: A name not resolved within this long counts as a DNS failure.
     dns_timeout_s: float = 5.0

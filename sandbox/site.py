@@ -294,7 +294,7 @@ class SandboxSite:
     def static_hosts(self) -> dict[str, str]:
         """A crawler's static host map for this web: ``resolver_map()`` plus, with traps, the
         wildcard entry ``*.farm-trap.<tld>`` → farm IP (a form CachingResolver accepts,
-        workers/pipeline/dns.py), so subdomains past the listed ones resolve too."""
+        workers/dns/resolver.py), so subdomains past the listed ones resolve too."""
         out = self.resolver_map()
         if self.traps is not None:
             out["*" + self.traps.farm_suffix] = self.traps.ips["farm"]

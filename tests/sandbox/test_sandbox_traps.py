@@ -261,7 +261,7 @@ def test_farm_links_lead_to_new_subdomains_on_the_farm_ip(web: SandboxWeb) -> No
 
 
 def test_static_hosts_let_the_crawlers_resolver_reach_every_farm_subdomain() -> None:
-    from workers.pipeline.dns import CachingResolver
+    from workers.dns.resolver import CachingResolver
 
     site = SandboxSite(CONFIG, 4242)
     suffix, farm_ip = site.farm_rule() or ("", "")

@@ -1,4 +1,4 @@
-"""Tests for workers.pipeline.dns: static map, TTL and negative caching, coalescing, the
+"""Tests for workers.dns.resolver: static map, TTL and negative caching, coalescing, the
 address guard."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from workers.pipeline.dns import (
+from workers.dns.resolver import (
     CachingResolver,
     DNSError,
     ForbiddenAddressError,

@@ -28,11 +28,11 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.frontier import Frontier
 from frontier.redisserver import EmbeddedRedis
-from workers.app.messages import FetchOrder
 from workers.cli.crawl import init_crawl
 from workers.cluster.scheduler import Scheduler
-from workers.pipeline.dns import DNSError, ForbiddenAddressError
-from workers.pipeline.dnspool import Pending, ResolverPool, parse_dns_server, worker_resolver
+from workers.dns.pool import Pending, ResolverPool, parse_dns_server, worker_resolver
+from workers.dns.resolver import DNSError, ForbiddenAddressError
+from workers.fetch.order import FetchOrder
 
 SLOW_S = 0.3
 

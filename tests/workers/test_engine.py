@@ -26,8 +26,8 @@ from frontier.urls import host_of
 from sandbox import SandboxConfig, SandboxWeb
 from tests.webs import SandboxWebs
 from workers.app.celery_app import configure
-from workers.app.messages import FetchOrder
 from workers.cli.crawl import init_crawl
+from workers.fetch.order import FetchOrder
 from workers.pipeline.lease import process_leases, run_lease
 from workers.runtime import context
 from workers.runtime.completion import apply_results

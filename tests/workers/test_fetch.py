@@ -28,8 +28,8 @@ import urllib3.util
 import workers.fetch.prepare as fetch_mod
 from frontier.useragent import user_agent
 from tests.loopback import LoopbackServer, serving
+from workers.dns.resolver import CachingResolver
 from workers.fetch import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, Fetcher
-from workers.pipeline.dns import CachingResolver
 
 
 class Handler(BaseHTTPRequestHandler):

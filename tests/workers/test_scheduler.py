@@ -14,9 +14,9 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.frontier import AdmitLink, Completion, Entry
 from frontier.redisserver import free_port
-from workers.app.messages import FetchOrder
 from workers.cli.crawl import init_crawl
 from workers.cluster.scheduler import Scheduler
+from workers.fetch.order import FetchOrder
 
 SWEEP_S = CrawlConfig.partition_sweep_s  # the tests' configs keep the defaults
 LINGER_S = CrawlConfig.task_linger_s

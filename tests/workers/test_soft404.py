@@ -17,8 +17,8 @@ from lxml import etree
 from frontier.config import CrawlConfig
 from frontier.useragent import user_agent
 from tests.loopback import HTTPServerFactory, LoopbackServer, Reply, Request
+from workers.dns.resolver import CachingResolver
 from workers.fetch import Fetcher
-from workers.pipeline.dns import CachingResolver
 from workers.pipeline.parse import parse_html
 from workers.pipeline.soft404 import (
     PROBE_PREFIX,

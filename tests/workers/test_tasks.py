@@ -27,8 +27,8 @@ def test_stale_and_malformed_messages_are_skipped_and_counted(
     (fresh,), _ = frontier.acquire(10, now=time.time() + 11)
     configure(redis_server.url, cfg.namespace)
     context.close_context()
-    from workers.app.messages import FetchOrder
     from workers.app.tasks import fetch
+    from workers.fetch.order import FetchOrder
 
     try:
         fetched = fetch.run([FetchOrder(lease).to_json(), ["garbage"], [1, 2]])

@@ -17,7 +17,7 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 
 from frontier.counters import ERRORS
 from workers.app.celery_app import app
-from workers.app.messages import BadMessage, FetchOrder
+from workers.fetch.order import BadMessage, FetchOrder
 from workers.runtime.completion import apply_results
 from workers.runtime.context import close_context, get_context
 from workers.runtime.engine import close_engine, get_engine

@@ -26,8 +26,8 @@ from frontier.config import CrawlConfig
 from frontier.counters import Outcome
 from frontier.frontier import Completion, Frontier, Lease, ip_token
 from frontier.keys import host_name
-from workers.app.messages import FetchOrder
-from workers.pipeline.dnspool import Pending, ResolverPool, worker_resolver
+from workers.dns.pool import Pending, ResolverPool, worker_resolver
+from workers.fetch.order import FetchOrder
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +230,7 @@ class Scheduler:
         except redis.RedisError as exc:
             log.warning("could not return %d unsent leases (they expire): %s", len(unsent), exc)
 
-    # -- name resolution (workers/pipeline/dnspool.py): a slow name never holds up others ----
+    # -- name resolution (workers/dns/pool.py): a slow name never holds up others ----
     @property
     def dns_waiting(self) -> int:
         """Leases waiting in this scheduler for their host's name lookup."""

@@ -13,7 +13,7 @@ from urllib3.util.timeout import Timeout
 
 from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from frontier.memo import BoundedMemo
-from workers.pipeline.dns import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
+from workers.dns.resolver import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
 from .classify import _classify
 from .deadline import _WATCHDOG, _current, _Deadline

@@ -1,7 +1,7 @@
 """urllib3 connections and pools that connect to a given IP while keeping the URL's host name.
 
 Why: politeness is enforced per IP and every address is checked before connecting (see
-:mod:`workers.pipeline.dns`), so the fetcher must connect to *the IP the frontier decided on*,
+:mod:`workers.dns.resolver`), so the fetcher must connect to *the IP the frontier decided on*,
 not to whatever urllib3's own ``getaddrinfo`` returns. The URL is not rewritten to the IP
 (that would break the Host header, TLS SNI and certificate checks); instead these classes take
 a ``connect_ip`` and open the TCP socket to it, while ``host`` (used for Host, SNI and hostname

@@ -25,8 +25,8 @@ from frontier.useragent import ROBOTS_TOKEN
 from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.parse import Link, parse_html
 from workers.pipeline.robots import RobotsPolicy, ttl_for
+from workers.pipeline.services import PipelineServices
 from workers.pipeline.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
-from workers.runtime.context import WorkerContext
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def robots_url(url: str) -> str:
     return _origin(url) + "/robots.txt"
 
 
-def run_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+def run_lease(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
     """One lease through robots → fetch → store → parse (the fetch engine's unit of work).
 
     The page's near-duplicate check may still be ``pending``: :func:`finish_pending` answers
@@ -74,7 +74,7 @@ def run_lease(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
     return _guarded(ctx, lease, ip, _process, ctx, lease, ip)
 
 
-def process_leases(ctx: WorkerContext,
+def process_leases(ctx: PipelineServices,
                    items: Sequence[tuple[Lease, str | None]]) -> list[LeaseResult]:
     """The leases one after another, then their near-duplicate checks. Never raises."""
     results = [run_lease(ctx, lease, ip) for lease, ip in items]
@@ -82,7 +82,7 @@ def process_leases(ctx: WorkerContext,
     return results
 
 
-def finish_pending(ctx: WorkerContext, items: Sequence[tuple[Lease, str | None]],
+def finish_pending(ctx: PipelineServices, items: Sequence[tuple[Lease, str | None]],
                    results: list[LeaseResult]) -> None:
     """Answer the near-duplicate checks still pending in ``results`` (of ``items``) in one
     Redis round trip, completing each page (a page's links wait for its answer). A check
@@ -112,7 +112,7 @@ def _finish_pending(result: LeaseResult, pending: PendingDedup, dup: DedupResult
     return result
 
 
-def _guarded(ctx: WorkerContext, lease: Lease, ip: str | None,
+def _guarded(ctx: PipelineServices, lease: Lease, ip: str | None,
              step: Callable[..., LeaseResult], *args: Any) -> LeaseResult:
     try:
         return step(*args)
@@ -122,7 +122,7 @@ def _guarded(ctx: WorkerContext, lease: Lease, ip: str | None,
         return _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(), None)
 
 
-def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
     url, host, cfg = lease.entry.url, lease.host, ctx.config
     policy = ctx.robots.get(host)
     if policy is None:
@@ -153,7 +153,7 @@ def _process(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
     return _fetched(ctx, lease, res, end + delay, probe)
 
 
-def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResult:
+def _fetch_robots(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
     """robots.txt is an ordinary polite fetch: the URL goes back to the head of its queue."""
     cfg = ctx.config
     res = ctx.fetcher.fetch_robots(robots_url(lease.entry.url), ip=ip,
@@ -172,7 +172,7 @@ def _fetch_robots(ctx: WorkerContext, lease: Lease, ip: str | None) -> LeaseResu
     return result
 
 
-def _probe_soft404(ctx: WorkerContext, lease: Lease, ip: str | None,
+def _probe_soft404(ctx: PipelineServices, lease: Lease, ip: str | None,
                    policy: RobotsPolicy) -> LeaseResult:
     """Once per host, like robots.txt: a polite fetch of a path no site has, to learn how the
     host answers a missing page; the leased URL goes back to the head of its queue."""
@@ -198,7 +198,7 @@ def _probe_soft404(ctx: WorkerContext, lease: Lease, ip: str | None,
     return result
 
 
-def _fail_or_retry(ctx: WorkerContext, lease: Lease, ip: str | None, kind: str, reason: str,
+def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: str, reason: str,
                    next_allowed: float, res: FetchResult | None) -> LeaseResult:
     entry, cfg = lease.entry, ctx.config
     counters: Counter[str] = Counter({ERRORS.name(kind): 1})
@@ -217,7 +217,7 @@ def _fail_or_retry(ctx: WorkerContext, lease: Lease, ip: str | None, kind: str, 
 
 
 def _fetched(
-    ctx: WorkerContext, lease: Lease, res: FetchResult, next_allowed: float,
+    ctx: PipelineServices, lease: Lease, res: FetchResult, next_allowed: float,
     probe: Soft404Probe | None = None,
 ) -> LeaseResult:
     entry = lease.entry
@@ -275,7 +275,7 @@ class _Page:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _complete_page(ctx: WorkerContext, lease: Lease, res: FetchResult, result: LeaseResult,
+def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result: LeaseResult,
                    page: _Page, dup: DedupResult | None) -> None:
     """The page's links to admit (unless it duplicates a page already crawled) and record."""
     cfg, entry, extra = ctx.config, lease.entry, page.extra
@@ -311,7 +311,7 @@ def _complete_page(ctx: WorkerContext, lease: Lease, res: FetchResult, result: L
     )
 
 
-def _admit_redirect(ctx: WorkerContext, result: LeaseResult, entry: Entry, location: str) -> str:
+def _admit_redirect(ctx: PipelineServices, result: LeaseResult, entry: Entry, location: str) -> str:
     result.counters["redirects_seen"] += 1
     if entry.hops + 1 > ctx.config.max_redirects:
         result.counters["redirects_too_long"] += 1
@@ -323,7 +323,7 @@ def _admit_redirect(ctx: WorkerContext, result: LeaseResult, entry: Entry, locat
     return target or location
 
 
-def _add_link(ctx: WorkerContext, result: LeaseResult, href: str, template: Entry,
+def _add_link(ctx: PipelineServices, result: LeaseResult, href: str, template: Entry,
               base: str | None = None) -> str | None:
     """Canonicalize and scope-check one link; queue it for admission. Returns the URL."""
     known = ctx.links.get(href) if base is None else None

@@ -25,8 +25,8 @@ from typing import Any
 
 import redis
 
-from workers.app.messages import FetchOrder
 from workers.fetch import abort_fetch_in_thread
+from workers.fetch.order import FetchOrder
 from workers.pipeline.lease import LeaseResult, finish_pending, run_lease
 from workers.runtime.completion import apply_results
 from workers.runtime.fdlimit import fit_capacity_to_fd_limit

@@ -187,7 +187,7 @@ class _Pending:
 
 class CachingResolver(Resolver):
     """Static map, then a TTL/LRU cache in front of ``lookup`` (the system resolver, or the
-    crawl's name servers: ``workers.pipeline.dnspool.nameserver_lookup``).
+    crawl's name servers: ``workers.dns.pool.nameserver_lookup``).
 
     * ``static`` entries (the sandbox web's host -> IP map) never expire and are not counted
       as cache entries; a ``*.example.test`` key answers for every subdomain of example.test.

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from frontier.config import CrawlConfig
-from workers.pipeline.dns import CachingResolver, DNSError, normalize_host
+from workers.dns.resolver import CachingResolver, DNSError, normalize_host
 
 __all__ = [
     "LOOKUP_THREADS",

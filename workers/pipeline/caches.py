@@ -1,0 +1,122 @@
+"""Caches in front of Redis that the pipeline reads per URL: per-host verdicts (robots.txt
+policies, soft-404 probes) and the worker's memo of URLs the URL-seen test already holds."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Generic, TypeVar
+
+from frontier.frontier import Frontier
+from workers.pipeline.robots import RobotsPolicy
+from workers.pipeline.soft404 import Soft404Probe
+
+log = logging.getLogger(__name__)
+V = TypeVar("V")
+
+
+#: Hosts a HostCache keeps in the process before it starts over: a memory bound, not a
+#: setting (a miss costs one Redis read, and the hosts in rotation come back at once).
+HOST_CACHE_LOCAL_HOSTS = 50_000
+#: URLs per generation of the seen-memo and links resolved in the link memo: memory bounds
+#: of caches that change only how often Redis is asked, never what is crawled.
+SEEN_MEMO_URLS = 50_000
+LINK_MEMO_LINKS = 100_000
+
+
+class HostCache(Generic[V]):
+    """Per-host values kept in Redis with a TTL (robots.txt policies, soft-404 probes),
+    mirrored in the process for ``local_ttl_s`` (host_cache_local_ttl_s) so hot hosts cost
+    no Redis read."""
+
+    def __init__(self, load: Callable[[str], bytes | None],
+                 store: Callable[[str, bytes, float], None],
+                 decode: Callable[[bytes], V | None], encode: Callable[[V], bytes],
+                 what: str, local_ttl_s: float) -> None:
+        self._load, self._store = load, store
+        self._decode, self._encode = decode, encode
+        self.what = what
+        self.local_ttl_s = local_ttl_s
+        self._local: dict[str, tuple[float, V]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, host: str) -> V | None:
+        """The host's value, or None when there is none (or an unreadable one: fetch again)."""
+        now = time.monotonic()
+        with self._lock:
+            hit = self._local.get(host)
+        if hit and hit[0] > now:
+            return hit[1]
+        raw = self._load(host)
+        if raw is None:
+            return None
+        try:
+            value = self._decode(raw)
+        except (ValueError, KeyError):
+            log.warning("unreadable %s cached for %s: fetching it again", self.what, host)
+            return None
+        if value is not None:
+            self._remember(host, value, self.local_ttl_s)
+        return value
+
+    def put(self, host: str, value: V, ttl_s: float) -> None:
+        self._store(host, self._encode(value), ttl_s)
+        self._remember(host, value, min(ttl_s, self.local_ttl_s))
+
+    def _remember(self, host: str, value: V, ttl: float) -> None:
+        with self._lock:
+            if len(self._local) > HOST_CACHE_LOCAL_HOSTS:
+                self._local.clear()
+            self._local[host] = (time.monotonic() + ttl, value)
+
+
+def robots_cache(frontier: Frontier, local_ttl_s: float) -> HostCache[RobotsPolicy]:
+    return HostCache(frontier.robots_get, frontier.robots_set, RobotsPolicy.from_bytes,
+                     RobotsPolicy.to_bytes, "robots.txt policy", local_ttl_s)
+
+
+def soft404_cache(frontier: Frontier, local_ttl_s: float) -> HostCache[Soft404Probe]:
+    return HostCache(frontier.soft404_get, frontier.soft404_set, Soft404Probe.from_json,
+                     lambda probe: probe.to_json().encode(), "soft-404 probe", local_ttl_s)
+
+
+class SeenMemo:
+    """Canonical URLs the URL-seen test already holds, as this worker process learned from
+    its own admissions: Mercator's cache in front of the URL-seen test. A page's links are
+    mostly its site's navigation, the same on every page, so most links need no trip to
+    Redis (no arguments to pack and send, no Lua test: issue 7).
+
+    Only sound where a seen link has no effect but being dropped: bfs and random orderings
+    (indegree and opic count it), no domain budgets (a URL over budget is not marked seen),
+    one Redis server. A server that restarted may have lost the last admissions (AOF), so
+    entries are tied to the ``run_id`` of the server that answered them: see
+    ``workers.app.tasks.apply_results``. Two generations of ``size`` URLs: when the newer fills
+    up the older is dropped, so the URLs in use stay.
+    """
+
+    def __init__(self, size: int = SEEN_MEMO_URLS) -> None:
+        self.size = size
+        self.server: str | None = None
+        self._new: set[str] = set()
+        self._old: set[str] = set()
+
+    def __contains__(self, url: str) -> bool:
+        return url in self._new or url in self._old
+
+    def __len__(self) -> int:
+        return len(self._new) + len(self._old)
+
+    def add(self, urls: Iterable[str], server: str) -> None:
+        """``urls`` were answered (admitted or seen) by the server whose run_id is ``server``."""
+        if server != self.server:
+            self.clear()
+            self.server = server
+        for url in urls:
+            if len(self._new) >= self.size:
+                self._old, self._new = self._new, set()
+            self._new.add(url)
+
+    def clear(self) -> None:
+        self._new, self._old, self.server = set(), set(), None
