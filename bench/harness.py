@@ -55,6 +55,10 @@ CLK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TOL_S = 0.002  # same tolerance as tests/checks.py
 ROBOTS_PATHS = ("/robots.txt", "/robots-real.txt")
+#: Trawl's soft-404 probe of a host (workers/pipeline/soft404.py PROBE_PREFIX): like robots.txt
+#: a request a crawler makes for itself, not a page of the web, so not counted as one (peers
+#: make none; counting them gave Trawl ~1 page in 5 for free on the internet-like web).
+PROBE_PATH_PREFIX = "/trawl-probe-"
 
 
 # --------------------------------------------------------------------------------- /proc
@@ -160,7 +164,9 @@ def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float
     site = web.site
     port = web.port
     robots = [e for e in entries if e.path in ROBOTS_PATHS]
-    pages = [e for e in entries if e.path not in ROBOTS_PATHS]
+    probes = [e for e in entries if e.path.startswith(PROBE_PATH_PREFIX)]
+    pages = [e for e in entries
+             if e.path not in ROBOTS_PATHS and not e.path.startswith(PROBE_PATH_PREFIX)]
     counts = Counter(f"{e.host}{e.path}" for e in pages)
     ok200 = {f"{e.host}{e.path}" for e in pages if e.status == 200}
     by_host: dict[str, list[LogEntry]] = defaultdict(list)
@@ -194,6 +200,7 @@ def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float
     return {
         "requests": len(entries),
         "robots_requests": len(robots),
+        "probe_requests": len(probes),
         "page_requests": len(pages),
         "distinct_pages": len(counts),
         "distinct_200": len(ok200),

@@ -25,7 +25,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("redis client (frontier scripts, pipelines)", ("redis/", "frontier/")),
     ("fetch (requests/urllib3/http.client/socket)", ("requests/", "urllib3", "http/client.py",
                                                      "socket.py", "ssl.py", "workers/fetch/")),
-    ("dns", ("dns.py",)),
+    ("dns", ("workers/dns/", "dns/resolver", "dnspython")),
     ("celery/kombu overhead", ("celery/", "kombu/", "billiard/", "vine/")),
     ("json/records", ("json/", "RecordWriter")),
     ("pipeline glue", ("pipeline/lease.py", "pipeline.py", "tasks.py", "runtime/")),

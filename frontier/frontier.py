@@ -33,7 +33,7 @@ from frontier.bloom import BloomSpec, partition_layers
 from frontier.budgets import Budgets
 from frontier.config import CrawlConfig
 from frontier.counters import COUNTERS
-from frontier.hostcache import HostCaches
+from frontier.hostcache import HostCacheKind, HostCaches, HostCacheWrite
 from frontier.ipgate import IpGate
 from frontier.keys import Keys, partition_of
 from frontier.leases import Leases
@@ -212,17 +212,13 @@ class Frontier:
         return self._ip_gate.queue_release(pipe, releases)
 
     # -- host caches (frontier/hostcache.py) -------------------------------------------------
-    def robots_get(self, host: str) -> bytes | None:
-        return self._caches.robots_get(host)
+    def host_cache_get(self, host: str, kinds: Sequence[HostCacheKind]) -> list[bytes | None]:
+        """The host's cached entries of ``kinds`` (one round trip)."""
+        return self._caches.get(host, kinds)
 
-    def robots_set(self, host: str, data: bytes, ttl_s: float) -> None:
-        self._caches.robots_set(host, data, ttl_s)
-
-    def soft404_get(self, host: str) -> bytes | None:
-        return self._caches.soft404_get(host)
-
-    def soft404_set(self, host: str, data: bytes, ttl_s: float) -> None:
-        self._caches.soft404_set(host, data, ttl_s)
+    def queue_host_cache_writes(self, pipe: Any, writes: Iterable[HostCacheWrite]) -> int:
+        """Queue host cache writes on ``pipe``; returns how many replies they add."""
+        return self._caches.queue_set(pipe, writes)
 
     # -- counters (frontier/partition_counters.py) --------------------------------------------
     def partition_stats(self) -> list[dict[str, int]]:

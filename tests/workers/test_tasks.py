@@ -216,3 +216,63 @@ def test_worker_context_tunes_the_cyclic_gc(redis_server: EmbeddedRedis, tmp_pat
         context.close_context()
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_host_verdicts_reach_redis_with_the_completion_and_come_back_in_one_read(
+        redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path,
+        webs: SandboxWebs) -> None:
+    """What a fetch learns about its host (robots.txt, the soft-404 probe) is written to
+    Redis in the completion pipeline, not from the fetcher thread; another process then reads
+    both in one MGET."""
+    from frontier.counters import Outcome
+    from sandbox import SandboxConfig
+    from workers.app.tasks import apply_results
+    from workers.pipeline.lease import process_leases
+
+    def calls(command: str) -> int:
+        return int(redis_client.info("commandstats").get(f"cmdstat_{command}", {})
+                   .get("calls", 0))
+
+    try:
+        with webs.running(SandboxConfig(seed=3, hosts=12, pages_per_host=20, ips=2,
+                                        crawl_delay_s=0.0)) as web:
+            cfg = CrawlConfig(namespace="hv1", partitions=2, output_dir=str(tmp_path / "out"),
+                              host_delay_s=0.0, allow_private_ips=True,
+                              static_hosts=web.resolver_map).validate()
+            frontier = init_crawl(redis_client, cfg, web.seeds[:1])
+            configure(redis_server.url, cfg.namespace)
+            context.close_context()
+            ctx = context.get_context(redis_server.url, cfg.namespace)
+            (lease,), _ = frontier.acquire(1)  # the host's first lease fetches robots.txt
+            host, part = lease.host, frontier.partition(lease.host)
+            robots_key = frontier.keys.robots(part, host)
+            soft404_key = frontier.keys.soft404(part, host)
+            (res,) = process_leases(ctx, [(lease, None)])
+            assert res.completion.outcome is Outcome.ROBOTS_FETCH
+            assert [w.kind.value for w in res.host_writes] == ["robots"]
+            assert not redis_client.exists(robots_key)  # not written by the fetcher thread
+            apply_results(ctx, [(res, None)], [])
+            assert redis_client.exists(robots_key)
+            (lease,), _ = frontier.acquire(1, now=time.time() + 60)  # then the probe
+            (res,) = process_leases(ctx, [(lease, None)])
+            assert res.completion.outcome is Outcome.SOFT404_PROBE
+            assert [w.kind.value for w in res.host_writes] == ["soft404"]
+            assert not redis_client.exists(soft404_key)
+            apply_results(ctx, [(res, None)], [])
+            assert redis_client.exists(soft404_key)
+
+            context.close_context()  # a new process: nothing known locally
+            fresh = context.get_context(redis_server.url, cfg.namespace)
+            mget, get = calls("mget"), calls("get")
+            state = fresh.hosts.get(host)
+            assert state.robots is not None and state.soft404 is not None
+            assert (calls("mget") - mget, calls("get") - get) == (1, 0)
+            assert fresh.hosts.get(host) == state  # now from the process: no read at all
+            assert (calls("mget") - mget, calls("get") - get) == (1, 0)
+            context.close_context()
+            only_robots = context.get_context(redis_server.url, cfg.namespace)
+            mget, get = calls("mget"), calls("get")
+            assert only_robots.hosts.get(host, with_soft404=False).soft404 is None
+            assert (calls("mget") - mget, calls("get") - get) == (0, 1)  # the counters move
+    finally:
+        context.close_context()

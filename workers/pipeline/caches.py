@@ -7,9 +7,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from frontier.frontier import Frontier
+from frontier.hostcache import HostCacheKind, HostCacheWrite
 from workers.pipeline.robots import RobotsPolicy
 from workers.pipeline.soft404 import Soft404Probe
 
@@ -27,29 +29,29 @@ LINK_MEMO_LINKS = 100_000
 
 
 class HostCache(Generic[V]):
-    """Per-host values kept in Redis with a TTL (robots.txt policies, soft-404 probes),
-    mirrored in the process for ``local_ttl_s`` (host_cache_local_ttl_s) so hot hosts cost
-    no Redis read."""
+    """The process's copy of one kind of per-host value (robots.txt policies, soft-404
+    probes), each kept for ``local_ttl_s`` (host_cache_local_ttl_s) so hot hosts cost no Redis
+    read. Redis holds the shared copy: :class:`HostVerdicts` reads it, the completion pipeline
+    writes it."""
 
-    def __init__(self, load: Callable[[str], bytes | None],
-                 store: Callable[[str, bytes, float], None],
-                 decode: Callable[[bytes], V | None], encode: Callable[[V], bytes],
-                 what: str, local_ttl_s: float) -> None:
-        self._load, self._store = load, store
+    def __init__(self, kind: HostCacheKind, decode: Callable[[bytes], V | None],
+                 encode: Callable[[V], bytes], what: str, local_ttl_s: float) -> None:
+        self.kind = kind
         self._decode, self._encode = decode, encode
         self.what = what
         self.local_ttl_s = local_ttl_s
         self._local: dict[str, tuple[float, V]] = {}
         self._lock = threading.Lock()
 
-    def get(self, host: str) -> V | None:
-        """The host's value, or None when there is none (or an unreadable one: fetch again)."""
-        now = time.monotonic()
+    def local(self, host: str) -> V | None:
+        """The host's value if this process holds a current one."""
         with self._lock:
             hit = self._local.get(host)
-        if hit and hit[0] > now:
-            return hit[1]
-        raw = self._load(host)
+        return hit[1] if hit and hit[0] > time.monotonic() else None
+
+    def load(self, host: str, raw: bytes | None) -> V | None:
+        """The value of a Redis entry (None when there is none or it is unreadable: fetch it
+        again), kept in the process."""
         if raw is None:
             return None
         try:
@@ -61,9 +63,12 @@ class HostCache(Generic[V]):
             self._remember(host, value, self.local_ttl_s)
         return value
 
-    def put(self, host: str, value: V, ttl_s: float) -> None:
-        self._store(host, self._encode(value), ttl_s)
+    def stage(self, host: str, value: V, ttl_s: float) -> HostCacheWrite:
+        """Keep ``value`` in the process now; the returned write goes to Redis with the
+        completion of the fetch that learned it (before the lease completes, so the next
+        worker given the host finds it)."""
         self._remember(host, value, min(ttl_s, self.local_ttl_s))
+        return HostCacheWrite(self.kind, host, self._encode(value), ttl_s)
 
     def _remember(self, host: str, value: V, ttl: float) -> None:
         with self._lock:
@@ -72,14 +77,40 @@ class HostCache(Generic[V]):
             self._local[host] = (time.monotonic() + ttl, value)
 
 
-def robots_cache(frontier: Frontier, local_ttl_s: float) -> HostCache[RobotsPolicy]:
-    return HostCache(frontier.robots_get, frontier.robots_set, RobotsPolicy.from_bytes,
-                     RobotsPolicy.to_bytes, "robots.txt policy", local_ttl_s)
+@dataclass(frozen=True, slots=True)
+class HostState:
+    """What the pipeline knows of a host before it fetches one of its URLs (None: unknown)."""
+
+    robots: RobotsPolicy | None
+    soft404: Soft404Probe | None
 
 
-def soft404_cache(frontier: Frontier, local_ttl_s: float) -> HostCache[Soft404Probe]:
-    return HostCache(frontier.soft404_get, frontier.soft404_set, Soft404Probe.from_json,
-                     lambda probe: probe.to_json().encode(), "soft-404 probe", local_ttl_s)
+class HostVerdicts:
+    """A host's robots.txt policy and soft-404 probe: from the process, else both from
+    Redis in one round trip."""
+
+    def __init__(self, frontier: Frontier, local_ttl_s: float) -> None:
+        self._frontier = frontier
+        self.robots: HostCache[RobotsPolicy] = HostCache(
+            HostCacheKind.ROBOTS, RobotsPolicy.from_bytes, RobotsPolicy.to_bytes,
+            "robots.txt policy", local_ttl_s)
+        self.soft404: HostCache[Soft404Probe] = HostCache(
+            HostCacheKind.SOFT404, Soft404Probe.from_json,
+            lambda probe: probe.to_json().encode(), "soft-404 probe", local_ttl_s)
+
+    def get(self, host: str, with_soft404: bool = True) -> HostState:
+        robots = self.robots.local(host)
+        probe = self.soft404.local(host) if with_soft404 else None
+        missing = [cache for cache, value in ((self.robots, robots), (self.soft404, probe))
+                   if value is None and (with_soft404 or cache is self.robots)]
+        if missing:
+            raws = self._frontier.host_cache_get(host, [cache.kind for cache in missing])
+            for cache, raw in zip(missing, raws, strict=True):
+                if cache is self.robots:
+                    robots = self.robots.load(host, raw)
+                else:
+                    probe = self.soft404.load(host, raw)
+        return HostState(robots, probe)
 
 
 class SeenMemo:

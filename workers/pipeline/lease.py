@@ -19,6 +19,7 @@ from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, Features, record_fields
 from frontier.counters import DUPLICATES, ERRORS, LINKS_REFUSED, ROBOTS_POLICIES, Outcome
 from frontier.frontier import AdmitLink, Completion, Entry, Lease
+from frontier.hostcache import HostCacheWrite
 from frontier.politeness import host_delay, retry_backoff
 from frontier.urls import InvalidURL, canonicalize, host_of
 from frontier.useragent import ROBOTS_TOKEN
@@ -42,6 +43,9 @@ class LeaseResult:
     #: (host, url, depth, hops) of links the worker's seen-memo already knows: not sent to
     #: the URL-seen test, unless Redis restarted (``workers.app.tasks.apply_results``).
     known: list[tuple[str, str, int, int]] = field(default_factory=list)
+    #: What this URL taught about its host (robots.txt, soft-404 probe), for Redis: written
+    #: in the completion pipeline, before the lease completes.
+    host_writes: list[HostCacheWrite] = field(default_factory=list)
 
 
 @dataclass
@@ -124,7 +128,8 @@ def _guarded(ctx: PipelineServices, lease: Lease, ip: str | None,
 
 def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
     url, host, cfg = lease.entry.url, lease.host, ctx.config
-    policy = ctx.robots.get(host)
+    state = ctx.hosts.get(host, with_soft404=cfg.soft404_probe)
+    policy = state.robots
     if policy is None:
         return _fetch_robots(ctx, lease, ip)
     if not policy.allowed(url, ROBOTS_TOKEN):
@@ -134,7 +139,7 @@ def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult
         reason = f"{policy.kind}: {policy.reason}" if policy.reason else policy.kind
         result.record = _record(lease, Outcome.ROBOTS_BLOCKED, now, ip, reason=reason)
         return result
-    probe = ctx.soft404.get(host) if cfg.soft404_probe else None
+    probe = state.soft404
     if cfg.soft404_probe and probe is None:
         return _probe_soft404(ctx, lease, ip, policy)
     res = ctx.fetcher.fetch(url, ip=ip)
@@ -159,13 +164,14 @@ def _fetch_robots(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseR
     res = ctx.fetcher.fetch_robots(robots_url(lease.entry.url), ip=ip,
                                    hop_delay_s=min(cfg.host_delay_s, cfg.max_delay_s))
     policy = RobotsPolicy.from_response(res.status, res.body, res.error)
-    ctx.robots.put(lease.host, policy, ttl_for(policy, cfg.robots_ttl_s, cfg.robots_error_ttl_s))
+    write = ctx.hosts.robots.stage(lease.host, policy,
+                                   ttl_for(policy, cfg.robots_ttl_s, cfg.robots_error_ttl_s))
     if ctx.warc and res.status is not None:
         ctx.warc.write(res)
     end = time.time()
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
     result = LeaseResult(Completion(lease, end + delay, Outcome.ROBOTS_FETCH, requeue=lease.entry,
-                                    at_head=True))
+                                    at_head=True), host_writes=[write])
     result.counters[ROBOTS_POLICIES.name(policy.kind)] += 1
     if policy.reason and policy.kind in ("unparseable", "unavailable"):
         log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
@@ -181,16 +187,19 @@ def _probe_soft404(ctx: PipelineServices, lease: Lease, ip: str | None,
     target = probe_url(origin)
     if not policy.allowed(target, ROBOTS_TOKEN):
         # robots.txt keeps us out of the probe path: no probe, pages judged as they come.
-        ctx.soft404.put(lease.host, Soft404Probe(lease.host, 0), cfg.robots_ttl_s)
-        return _process(ctx, lease, ip)
+        write = ctx.hosts.soft404.stage(lease.host, Soft404Probe(lease.host, 0),
+                                        cfg.robots_ttl_s)
+        result = _process(ctx, lease, ip)
+        result.host_writes.append(write)
+        return result
     start = time.time()
     probe = run_probe(ctx.fetcher, origin, ip, url=target)
     end = time.time()
-    ctx.soft404.put(lease.host, probe, cfg.robots_ttl_s if probe.status is not None
-                    else cfg.robots_error_ttl_s)
+    write = ctx.hosts.soft404.stage(lease.host, probe, cfg.robots_ttl_s
+                                    if probe.status is not None else cfg.robots_error_ttl_s)
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), end - start)
     result = LeaseResult(Completion(lease, end + delay, Outcome.SOFT404_PROBE, requeue=lease.entry,
-                                    at_head=True))
+                                    at_head=True), host_writes=[write])
     result.counters["soft404_hosts" if probe.soft404_host else "soft404_clean_hosts"] += 1
     if probe.soft404_host:
         log.info("%s answers a missing path with 200 (soft 404): its pages are compared "

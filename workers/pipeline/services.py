@@ -15,17 +15,15 @@ from frontier.memo import BoundedMemo
 from frontier.scope import Scope
 from frontier.urls import ParamStripper
 from workers.fetch import Fetcher
-from workers.pipeline.caches import HostCache, SeenMemo
-from workers.pipeline.robots import RobotsPolicy
-from workers.pipeline.soft404 import Soft404Probe
+from workers.pipeline.caches import HostVerdicts, SeenMemo
 from workers.storage.warc import WarcWriter
 
 
 class PipelineServices(Protocol):
     config: CrawlConfig
     fetcher: Fetcher
-    robots: HostCache[RobotsPolicy]
-    soft404: HostCache[Soft404Probe]
+    #: Each host's robots.txt policy and soft-404 probe.
+    hosts: HostVerdicts
     scope: Scope
     strip: ParamStripper
     #: Canonical URLs longer than this are invalid links.

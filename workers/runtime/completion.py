@@ -128,6 +128,9 @@ def _write(ctx: Any, batch: _Batch, results: list[tuple[LeaseResult, str | None]
     pipe = frontier.pipeline()
     admitted = frontier.queue_admit(pipe, batch.links.values(), allowance=allowance,
                                     domain_of=registered_domain)
+    # What the pages taught about their hosts goes in before their leases complete, so the
+    # worker given a host next finds it.
+    frontier.queue_host_cache_writes(pipe, [w for r, _ in results for w in r.host_writes])
     frontier.queue_complete(pipe, [r.completion for r, _ in results])
     ip_next = time.time() + ctx.config.ip_delay_s
     frontier.queue_ip_release(pipe, [

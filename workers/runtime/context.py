@@ -27,7 +27,7 @@ from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
 from frontier.useragent import user_agent
 from workers.dns.pool import worker_resolver
 from workers.fetch import Fetcher
-from workers.pipeline.caches import LINK_MEMO_LINKS, SeenMemo, robots_cache, soft404_cache
+from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
 from workers.storage.jsonl import RecordWriter
 from workers.storage.warc import WarcWriter
@@ -87,8 +87,7 @@ class WorkerContext:
             pool_connections=max(1000, KEPT_POOLS_PER_SLOT * cfg.fetch_concurrency),
             extra_ca=cfg.ca_bundle or None,
         )
-        self.robots = robots_cache(self.frontier, cfg.host_cache_local_ttl_s)
-        self.soft404 = soft404_cache(self.frontier, cfg.host_cache_local_ttl_s)
+        self.hosts = HostVerdicts(self.frontier, cfg.host_cache_local_ttl_s)
         self.dedup = DedupService(self.client, cfg.namespace, cfg.dedup_config())
         out = Path(cfg.output_dir)
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
