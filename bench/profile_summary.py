@@ -17,7 +17,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
                                                "_wait_for_tstate_lock", "select (selectors.py",
                                                "poll (selectors.py", "sleep")),
     ("warc write (gzip)", ("warcio", "warc.py", "warc_records.py", "gzip", "zlib")),
-    ("robots (protego)", ("protego", "robots.py")),
+    ("robots (policy, rules)", ("protego", "robots.py", "robots_rules.py")),
     ("near-duplicate check (text, shingles, MinHash, LSH)", ("dedup/",)),
     ("parse (lxml)", ("parse.py", "lxml")),
     ("canonicalize (ada-url + rules)", ("urls.py", "ada_url", "scope.py")),

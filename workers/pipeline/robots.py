@@ -1,8 +1,11 @@
-"""robots.txt policy (RFC 9309) on top of protego, built from a fetch outcome.
+"""robots.txt policy (RFC 9309), built from a fetch outcome.
+
+The rules themselves (groups, product tokens, path matching) are read by
+:mod:`workers.pipeline.robots_rules`, which says why that is no longer protego.
 
 Status rules (RFC 9309 §2.3.1):
 
-* 2xx: parse the first :data:`ROBOTS_MAX_BYTES` (500 KiB, the RFC's minimum) with protego.
+* 2xx: parse the first :data:`ROBOTS_MAX_BYTES` (500 KiB, the RFC's minimum).
   A partial last line after the cut is dropped, so a cut ``Disallow: /private`` cannot turn
   into ``Disallow: /p``. Body decoded as UTF-8 with ``errors="replace"``, BOM stripped.
 * 3xx left after the fetcher's 5 redirects, and 4xx (except 429): "unavailable" in RFC terms,
@@ -10,9 +13,10 @@ Status rules (RFC 9309 §2.3.1):
 * 5xx, 429 (Google's choice: a rate limit is the server saying "not now") and no response at
   all (``status=None``): "unreachable", so everything is disallowed (``kind="unavailable"``)
   and the policy is kept only ``error_ttl_s`` before a retry (see :func:`ttl_for`).
-* A body protego cannot parse: allow all (``kind="unparseable"``, with ``reason``).
+* A body the parser fails on: allow all (``kind="unparseable"``, with ``reason``). The parser
+  reads any text, so this is a guard, not an expected outcome.
 
-Parsing costs up to ~3 ms for the largest real files (en.wikipedia.org, linkedin.com), so
+Parsing costs a few ms for the largest real files (en.wikipedia.org, linkedin.com), so
 parsed rule sets are kept in a small per-process LRU keyed by the xxh64 of the text; a policy
 restored from Redis with :meth:`RobotsPolicy.from_bytes` re-parses only on a cache miss.
 """
@@ -27,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 import xxhash
-from protego import Protego
 
 from frontier.config import CrawlConfig
 from frontier.useragent import ROBOTS_TOKEN, user_agent
 from workers.fetch.result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
+from workers.pipeline.robots_rules import RobotsRules, parse_rules
 
 __all__ = [
     "ROBOTS_MAX_BYTES",
@@ -41,22 +45,23 @@ __all__ = [
 ]
 
 KINDS = ("parsed", "allow_all_4xx", "unavailable", "unparseable")
+# The cache keeps the text, not parsed rules, so a change of parser needs no new tag.
 _FORMAT = b"R1"
 _CACHE_SIZE = 256
 
-_cache: OrderedDict[bytes, Protego] = OrderedDict()
+_cache: OrderedDict[bytes, RobotsRules] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
-def _parse_cached(text: str) -> Protego:
-    """protego parse with a per-process LRU keyed by content hash (raises what protego raises)."""
+def _parse_cached(text: str) -> RobotsRules:
+    """Parse with a per-process LRU keyed by content hash (raises what the parser raises)."""
     key = xxhash.xxh64_digest(text.encode("utf-8", "surrogatepass"))
     with _cache_lock:
         rp = _cache.get(key)
         if rp is not None:
             _cache.move_to_end(key)
             return rp
-    rp = Protego.parse(text)
+    rp = parse_rules(text)
     with _cache_lock:
         _cache[key] = rp
         if len(_cache) > _CACHE_SIZE:
@@ -114,7 +119,7 @@ class RobotsPolicy:
     def _from_text(cls, text: str, truncated: bool) -> RobotsPolicy:
         try:
             rp = _parse_cached(text)
-        except Exception as exc:  # protego on garbage: allow all, say why
+        except Exception as exc:  # the parser failing on garbage: allow all, say why
             return cls("unparseable", text=text, truncated=truncated,
                        reason=f"{type(exc).__name__}: {exc}"[:200])
         return cls("parsed", text=text, truncated=truncated, _rp=rp)
@@ -125,8 +130,8 @@ class RobotsPolicy:
         if self.kind != "parsed":
             return True
         try:
-            return bool(self._rp.can_fetch(url, agent))
-        except Exception:  # a URL protego chokes on: don't fetch what we can't check
+            return bool(self._rp.allowed(url, agent))
+        except Exception:  # a URL the matcher chokes on: don't fetch what we can't check
             return False
 
     def crawl_delay(self, agent: str = ROBOTS_TOKEN) -> float | None:
