@@ -72,7 +72,8 @@ class CrawlConfig:
     #: (workers/fetch/deadline.py); leases are sized from it (fetch_lease_s, lease_ttl_s).
     total_timeout_s: float = 30.0
     #: Cap on a decoded body (10 MiB): a longer one is kept up to the cap and recorded as
-    #: too_large, so a decompression bomb costs what an ordinary large page costs.
+    #: too_large (truncated: length; not retried, not given to near-duplicate detection),
+    #: so a decompression bomb costs what an ordinary large page costs.
     max_body_bytes: int = 10 * 1024 * 1024
     #: Media types whose bodies are downloaded (``type/*`` allowed), checked on the response
     #: headers before the body; others are recorded as content_type_skipped. HTML is parsed.
@@ -114,8 +115,9 @@ class CrawlConfig:
     host_cache_local_ttl_s: float = 60.0
 
     # --- retries -------------------------------------------------------------------------
-    #: Retries of a URL whose fetch got no response or a status in retry_http_statuses,
-    #: before it is recorded as failed with its reason (attempts = max_retries + 1).
+    #: Retries of a URL whose fetch got no response, a status in retry_http_statuses or a
+    #: 2xx body the network cut short (disconnect, total_timeout_s), before it is recorded
+    #: as failed with its reason, or a cut body as truncated (attempts = max_retries + 1).
     max_retries: int = 2
     #: Backoff before retry n is retry_backoff_s * 2**(n-1), applied to the host's next fetch.
     retry_backoff_s: float = 1.0

@@ -28,6 +28,9 @@ class Outcome(StrEnum):
     FAILED = "failed"
     ROBOTS_BLOCKED = "robots_blocked"
     OUT_OF_SCOPE = "out_of_scope"
+    #: a 2xx page whose body the network cut short (disconnect, time) on its last try, or
+    #: cut for another reason than our size cap: recorded with what arrived, never lost
+    TRUNCATED = "truncated"
     #: back at the queue's tail, to be fetched again after a backoff
     RETRY = "retries"
     #: the host's robots.txt was fetched instead; the URL is back at the queue's head
@@ -44,8 +47,9 @@ class Outcome(StrEnum):
         return self in FINAL
 
 
-#: Outcomes that end a URL: fetched + failed + robots_blocked + out_of_scope = admitted.
-FINAL = frozenset({Outcome.FETCHED, Outcome.FAILED, Outcome.ROBOTS_BLOCKED,
+#: Outcomes that end a URL: fetched + truncated + failed + robots_blocked + out_of_scope =
+#: admitted.
+FINAL = frozenset({Outcome.FETCHED, Outcome.TRUNCATED, Outcome.FAILED, Outcome.ROBOTS_BLOCKED,
                    Outcome.OUT_OF_SCOPE})
 
 
@@ -108,6 +112,8 @@ _DONE = _LUA + "complete.lua (the lease's outcome)"
 #: The fixed counters. Order: the summary's reading order, then the rest by writer.
 FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("fetched", "final: pages fetched, any status not retried", _DONE),
+    CounterSpec("truncated", "final: pages whose body came cut short on the last try (JSONL "
+                "has the reason; bodies cut by max_body_bytes are fetched)", _DONE),
     CounterSpec("failed", "final: URLs given up after max_retries (JSONL has the reason)", _DONE),
     CounterSpec("admitted", "URLs that passed the URL-seen test into a host queue",
                 _LUA + "admit.lua"),
@@ -177,6 +183,11 @@ ROBOTS_POLICIES = CounterFamily(
     "robots:", "robots.txt fetched, by the policy it gave",
     "a kind of workers.pipeline.robots.KINDS",
     _PIPE, Shown.LINKS)
+#: Response bodies cut short, by why.
+TRUNCATIONS = CounterFamily(
+    "cut:", "page fetches whose body was cut short (each try), by WARC-Truncated reason",
+    "a reason of workers.fetch.TRUNCATIONS (length: max_body_bytes; time, disconnect: retried)",
+    _PIPE, Shown.TOTALS)
 #: Pages found to duplicate a page crawled before.
 DUPLICATES = CounterFamily(
     "dup_", "pages duplicating one crawled before", "exact or near (dedup/service.py)",
@@ -187,7 +198,8 @@ LINKS_REFUSED = CounterFamily(
     "a reason of frontier.scope.REASONS (too_deep also counts a page's links past max_depth)",
     _PIPE, Shown.LINKS)
 
-FAMILIES: tuple[CounterFamily, ...] = (ERRORS, ROBOTS_POLICIES, DUPLICATES, LINKS_REFUSED)
+FAMILIES: tuple[CounterFamily, ...] = (ERRORS, ROBOTS_POLICIES, DUPLICATES, LINKS_REFUSED,
+                                       TRUNCATIONS)
 
 _BY_NAME = {c.name: c for c in FIXED}
 
@@ -217,20 +229,20 @@ def _registered(*names: str) -> tuple[str, ...]:
 
 #: Counters reported even while zero (``Frontier.stats()`` starts from these).
 COUNTERS = _registered(
-    "admitted", "seen_rejected", "queued", "inflight", "fetched", "failed", "robots_blocked",
-    "out_of_scope", "redirects", "retries", "robots_fetches", "deferred", "requeued", "stale",
-    "over_host_cap", "trap_query_variants", "over_domain_budget", "reprioritized",
-    "soft404_probes", "unsent",
+    "admitted", "seen_rejected", "queued", "inflight", "fetched", "truncated", "failed",
+    "robots_blocked", "out_of_scope", "redirects", "retries", "robots_fetches", "deferred",
+    "requeued", "stale", "over_host_cap", "trap_query_variants", "over_domain_budget",
+    "reprioritized", "soft404_probes", "unsent",
 )
 
 #: The summary's own lines: (summary name, counter).
 SUMMARY_TOTALS: tuple[tuple[str, str], ...] = tuple(zip(
-    ("pages_fetched", "pages_failed", "urls_admitted", "urls_seen_rejected", "robots_blocked",
-     "out_of_scope", "redirects", "retries", "robots_fetches", "requeued_leases", "queued",
-     "inflight"),
-    _registered("fetched", "failed", "admitted", "seen_rejected", "robots_blocked",
-                "out_of_scope", "redirects", "retries", "robots_fetches", "requeued", "queued",
-                "inflight"), strict=True))
+    ("pages_fetched", "pages_truncated", "pages_failed", "urls_admitted", "urls_seen_rejected",
+     "robots_blocked", "out_of_scope", "redirects", "retries", "robots_fetches",
+     "requeued_leases", "queued", "inflight"),
+    _registered("fetched", "truncated", "failed", "admitted", "seen_rejected",
+                "robots_blocked", "out_of_scope", "redirects", "retries", "robots_fetches",
+                "requeued", "queued", "inflight"), strict=True))
 
 #: The columns of ``trawl status`` (then the errors, :func:`errors`).
 STATUS_COLUMNS = _registered("queued", "inflight", "admitted", "fetched", "failed",

@@ -7,7 +7,10 @@ function (request -> Reply) or a BaseHTTPRequestHandler subclass for byte-level 
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -120,3 +123,63 @@ def serving(server: ServerT) -> Iterator[ServerT]:
         yield server
     finally:
         server.stop()
+
+
+#: The page :class:`CutBodyHandler` serves (whole at ``/whole``, cut elsewhere): 100,000 bytes
+#: of HTML with enough text that near-duplicate detection takes it (and any fragment of it),
+#: its links all to another site (out of a crawl's scope: nothing more to fetch).
+_PARAS = b"".join(b"<p>paragraph %d of a page about hostile servers and the bodies they cut "
+                  b"short, <a href=\"http://elsewhere.example/%d\">link %d</a></p>\n" % (i, i, i)
+                  for i in range(600))
+CUT_PAGE = (b"<html><head><title>cut</title></head><body>" + _PARAS).ljust(
+    100_000 - len(b"</body></html>"), b" ") + b"</body></html>"
+
+
+class CutBodyHandler(BaseHTTPRequestHandler):
+    """A hostile server: its bodies announce ``Content-Length: 100000`` (:data:`CUT_PAGE`);
+    the path says how one ends (``?n=`` bytes sent first, default 18):
+
+    - ``/short``: ``n`` bytes, then the connection closed (FIN);
+    - ``/reset``: ``n`` bytes, then a reset (RST);
+    - ``/trickle``: ``n`` bytes, then one byte a second until the client gives up;
+    - ``/whole``: the whole page (the negative control); ``/big``: three times the page,
+      whole (for a byte cap below it); anything else: 404.
+    """
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: LoopbackServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        path, _, query = self.path.partition("?")
+        self.server.record(Request((self.headers.get("Host") or "").split(":")[0], self.path))
+        n = int(query[2:]) if query.startswith("n=") else 18
+        if path not in ("/short", "/reset", "/trickle", "/whole", "/big"):
+            self.send_error(404)
+            return
+        body = CUT_PAGE * 3 if path == "/big" else CUT_PAGE
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if path in ("/whole", "/big"):
+            self.wfile.write(body)
+            return
+        self.close_connection = True
+        try:
+            self.wfile.write(body[:n])
+            self.wfile.flush()
+            if path == "/reset":  # SO_LINGER 0: close() sends RST, not FIN
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                           struct.pack("ii", 1, 0))
+                self.connection.close()
+            elif path == "/trickle":
+                for byte in body[n:n + 60]:
+                    time.sleep(1.0)
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+        except OSError:
+            pass  # the client hung up (its time cap)

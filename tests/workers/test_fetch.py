@@ -27,7 +27,7 @@ import urllib3.util
 
 import workers.fetch.prepare as fetch_mod
 from frontier.useragent import user_agent
-from tests.loopback import LoopbackServer, serving
+from tests.loopback import CUT_PAGE, CutBodyHandler, LoopbackServer, serving
 from workers.dns.resolver import CachingResolver
 from workers.fetch import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, Fetcher
 
@@ -279,10 +279,11 @@ def test_redirect_not_followed(fetcher: Fetcher, srv1: Server) -> None:
 def test_size_cap(srv1: Server) -> None:
     f = make_fetcher(max_bytes=100_000)
     r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/big?n=1000000")
-    assert r.error == "too_large" and r.truncated
-    assert r.status == 200 and len(r.body) == 100_000
+    assert r.error == "too_large" and r.truncated and r.truncation == "length"
+    assert r.status == 200 and len(r.body) == 100_000 and not r.network_cut
     exact = f.fetch(f"http://bar.sandbox.test:{srv1.port}/big?n=100000")
     assert exact.ok and len(exact.body) == 100_000 and not exact.truncated
+    assert exact.truncation is None and exact.cut_reason is None
     f.close()
 
 
@@ -329,7 +330,7 @@ def test_total_timeout_trickle(srv1: Server) -> None:
     t0 = time.monotonic()
     r = f.fetch(f"http://bar.sandbox.test:{srv1.port}/trickle")
     dt = time.monotonic() - t0
-    assert r.error == "timeout" and r.status == 200 and r.truncated
+    assert r.error == "timeout" and r.status == 200 and r.truncated and r.truncation == "time"
     assert 0 < len(r.body) < 100
     assert 0.9 < dt < 1.6, dt
     f.close()
@@ -395,11 +396,46 @@ def test_connection_refused() -> None:
 def test_connection_reset_mid_body(fetcher: Fetcher, srv1: Server) -> None:
     r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/reset")
     assert r.error == "connection_reset", r.error_detail
-    assert r.status == 200 and r.truncated
+    assert r.status == 200 and r.truncated and r.truncation == "disconnect"
     assert len(r.body) <= 1000
     r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/short")
     assert r.error == "connection_reset", r.error_detail
-    assert r.truncated and r.body == b"z" * 100
+    assert r.truncated and r.body == b"z" * 100 and r.truncation == "disconnect"
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[LoopbackServer]:
+    with serving(LoopbackServer(CutBodyHandler)) as s:
+        yield s
+
+
+def test_cut_bodies_are_marked_with_their_reason(hostile: LoopbackServer) -> None:
+    """The three bodies of the hostile-input issue, each announcing 100,000 bytes: (a) 18
+    bytes then the connection closed, (b) a reset after 3,000, (c) one byte a second until
+    total_timeout_s. Each is a 200 marked cut with its WARC-Truncated reason, worth another
+    try (``network_cut``); the whole page of the same server is not marked."""
+    f = make_fetcher(read_timeout_s=2.0, total_timeout_s=1.5)
+    base = f"http://bar.sandbox.test:{hostile.port}"
+    a = f.fetch(base + "/short")
+    assert (a.status, a.error, a.truncated, a.truncation) == (
+        200, "connection_reset", True, "disconnect"), a.error_detail
+    assert a.body == CUT_PAGE[:18] and a.network_cut
+    assert "IncompleteRead(18 bytes read, 99982 more expected)" in (a.error_detail or "")
+    b = f.fetch(base + "/reset?n=3000")
+    assert (b.status, b.error, b.truncated, b.truncation) == (
+        200, "connection_reset", True, "disconnect"), b.error_detail
+    # the kernel may drop what was not read yet when the RST arrives
+    assert len(b.body) <= 3000 and b.body == CUT_PAGE[:len(b.body)] and b.network_cut
+    t0 = time.monotonic()
+    c = f.fetch(base + "/trickle?n=100")
+    dt = time.monotonic() - t0
+    assert (c.status, c.error, c.truncated, c.truncation) == (200, "timeout", True, "time")
+    assert 100 <= len(c.body) < 103 and c.body == CUT_PAGE[:len(c.body)] and c.network_cut
+    assert 1.4 < dt < 2.5, dt
+    whole = f.fetch(base + "/whole")
+    assert whole.ok and whole.body == CUT_PAGE and whole.error is None
+    assert not whole.truncated and whole.truncation is None and not whole.network_cut
+    f.close()
 
 
 def test_invalid_response(fetcher: Fetcher, srv1: Server) -> None:
@@ -451,7 +487,7 @@ def test_robots_redirect_to_other_host(fetcher: Fetcher, srv1: Server, srv2: Ser
 
 def test_robots_cap_truncates_without_error(fetcher: Fetcher, srv1: Server) -> None:
     r = fetcher.fetch_robots(f"http://bar.sandbox.test:{srv1.port}/robots.txt")
-    assert r.ok and r.error is None and r.truncated
+    assert r.ok and r.error is None and r.truncated and r.truncation == "length"
     assert len(r.body) == ROBOTS_FETCH_BYTES
     # a little more than the parser keeps, so the parser sees the cut
     assert ROBOTS_FETCH_BYTES > ROBOTS_MAX_BYTES

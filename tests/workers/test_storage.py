@@ -162,6 +162,31 @@ def test_truncated_and_failed_fetches(tmp_path: Path) -> None:
     assert len(recs) == 2
 
 
+def test_warc_truncated_says_why_the_fetcher_cut_the_body(tmp_path: Path) -> None:
+    """The reason the fetcher set (``FetchResult.cut``) is the header's value; a result marked
+    ``truncated`` by hand gets what its error implies; a whole body gets none."""
+    cut = []
+    for reason, error in (("disconnect", "connection_reset"), ("time", "timeout"),
+                          ("length", "too_large"), ("unspecified", "aborted"),
+                          ("length", None)):
+        r = result(len(cut), body=b"<html><p>the first bytes of a pa", error=error)
+        r.cut(reason)
+        cut.append(r)
+    by_hand = [result(10, truncated=True, error="connection_reset"),
+               result(11, truncated=True, error="tls_error"),
+               result(12, truncated=True),  # a cap that is not an error (robots.txt)
+               result(13, truncated=True, error="decoding_error")]
+    whole = result(14)
+    w = WarcWriter(tmp_path, "cut")
+    for r in [*cut, *by_hand, whole]:
+        assert w.write(r) is not None
+    w.close()
+    got = [x[2].get_header("WARC-Truncated") for x in read_all(w.files) if x[1] == "response"]
+    assert got == ["disconnect", "time", "length", "unspecified", "length",
+                   "disconnect", "disconnect", "length", "unspecified", None]
+    assert [r.cut_reason for r in [*cut, *by_hand, whole]] == got
+
+
 def test_concurrent_warc_writes(tmp_path: Path) -> None:
     w = WarcWriter(tmp_path, "conc", max_bytes=50_000)
     n_threads, per = 8, 50

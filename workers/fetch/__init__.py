@@ -28,6 +28,7 @@ from .result import (
     ROBOTS_FETCH_BYTES,
     ROBOTS_MAX_BYTES,
     ROBOTS_MAX_REDIRECTS,
+    TRUNCATIONS,
     FetchResult,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "ROBOTS_FETCH_BYTES",
     "ROBOTS_MAX_BYTES",
     "ROBOTS_MAX_REDIRECTS",
+    "TRUNCATIONS",
     "FetchResult",
     "Fetcher",
     "abort_fetch_in_thread",

@@ -57,7 +57,11 @@ def _read_body(
     truncation_is_error: bool,
     total_timeout_s: float,
 ) -> None:
-    """Fill ``res.body`` (decoded, at most ``max_bytes``); set truncation and its error."""
+    """Fill ``res.body`` (decoded, at most ``max_bytes``); set truncation and its error.
+
+    A body shorter than its Content-Length raises (urllib3's ``enforce_content_length``,
+    on by default, turns the early EOF into IncompleteRead), as does a reset; the caller
+    marks those bodies cut (``disconnect``)."""
     parts: list[bytes] = []
     total = 0
     try:
@@ -68,13 +72,13 @@ def _read_body(
             parts.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                res.truncated = True
+                res.cut("length")
                 if truncation_is_error:
                     res.error = "too_large"
                     res.error_detail = f"body exceeds {max_bytes} bytes"
                 break
             if time.monotonic() > deadline.at:
-                res.truncated = True
+                res.cut("time")
                 res.error = "timeout"
                 res.error_detail = f"total timeout {total_timeout_s}s"
                 break

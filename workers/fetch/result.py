@@ -40,6 +40,25 @@ ERROR_CLASSES: dict[str, str] = {
     "fetch_error": "any other failure (see error_detail)",
 }
 
+#: Why a body is cut short (``FetchResult.truncation``): the reasons of WARC 1.1's
+#: ``WARC-Truncated`` header, which the WARC writer copies.
+TRUNCATIONS: dict[str, str] = {
+    "length": "the body reached the byte cap (max_bytes): our own policy, kept as it is",
+    "time": "the fetch's time ran out mid-body (total_timeout_s, or read_timeout_s between "
+            "two reads)",
+    "disconnect": "the peer closed or reset the connection before the body was complete "
+                  "(fewer bytes than Content-Length, chunked framing cut off)",
+    "unspecified": "cut for another reason (the worker ended the fetch, a body that did "
+                   "not decode or parse)",
+}
+#: Reasons where the network is to blame, not the page nor our limits: worth another try.
+NETWORK_TRUNCATIONS = frozenset({"time", "disconnect"})
+#: The truncation an error that ends a body early implies (else ``unspecified``).
+TRUNCATION_BY_ERROR: dict[str, str] = {
+    "too_large": "length", "timeout": "time", "connection_reset": "disconnect",
+    "tls_error": "disconnect",
+}
+
 
 @dataclass
 class FetchResult:
@@ -57,6 +76,8 @@ class FetchResult:
     error: str | None = None
     error_detail: str | None = None
     truncated: bool = False
+    #: why the body is cut (a key of :data:`TRUNCATIONS`) when ``truncated``; see :meth:`cut`
+    truncation: str | None = None
     request_headers: list[tuple[str, str]] = field(default_factory=list)
     http_version: str = "HTTP/1.1"
     started_at: float = 0.0
@@ -67,6 +88,31 @@ class FetchResult:
     def ok(self) -> bool:
         """A 2xx response read completely (or truncated without an error, as robots.txt)."""
         return self.error is None and self.status is not None and 200 <= self.status < 300
+
+    def cut(self, reason: str) -> None:
+        """Mark the body as cut short for ``reason`` (a key of :data:`TRUNCATIONS`)."""
+        self.truncated = True
+        self.truncation = reason
+
+    @property
+    def cut_reason(self) -> str | None:
+        """Why the body is cut short (a key of :data:`TRUNCATIONS`), None if it is whole:
+        ``truncation`` as the fetcher set it, else (a result built by hand with only
+        ``truncated``) what its error implies."""
+        if not self.truncated:
+            return None
+        if self.truncation is not None:
+            return self.truncation
+        if self.error is None:
+            return "length"  # a cap that is not an error (robots.txt)
+        return TRUNCATION_BY_ERROR.get(self.error, "unspecified")
+
+    @property
+    def network_cut(self) -> bool:
+        """A 2xx body the network cut short (disconnect or time): the page is incomplete
+        through no fault of its own nor of our limits, so it is worth fetching again."""
+        return (self.cut_reason in NETWORK_TRUNCATIONS
+                and self.status is not None and 200 <= self.status < 300)
 
     @property
     def is_redirect(self) -> bool:

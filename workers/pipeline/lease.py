@@ -17,7 +17,14 @@ from typing import Any
 
 from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, Features, record_fields
-from frontier.counters import DUPLICATES, ERRORS, LINKS_REFUSED, ROBOTS_POLICIES, Outcome
+from frontier.counters import (
+    DUPLICATES,
+    ERRORS,
+    LINKS_REFUSED,
+    ROBOTS_POLICIES,
+    TRUNCATIONS,
+    Outcome,
+)
 from frontier.frontier import AdmitLink, Completion, Entry, Lease
 from frontier.hostcache import HostCacheWrite
 from frontier.politeness import host_delay, retry_backoff
@@ -150,7 +157,10 @@ def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult
         result.record = _record(lease, Outcome.OUT_OF_SCOPE, res.started_at, ip,
                                 reason=res.error_detail)
         return result
-    if res.status is None or res.status in cfg.retry_http_statuses:
+    if (res.status is None or res.status in cfg.retry_http_statuses
+            or (res.network_cut and lease.entry.attempts < cfg.max_retries)):
+        # A body the network cut short is a failed try, not a page: fetched again after
+        # the backoff; on the last try it is recorded as it came (``truncated``).
         kind = res.error or f"http_{res.status}"
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
@@ -211,6 +221,8 @@ def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: st
                    next_allowed: float, res: FetchResult | None) -> LeaseResult:
     entry, cfg = lease.entry, ctx.config
     counters: Counter[str] = Counter({ERRORS.name(kind): 1})
+    if res is not None:
+        _count_cut(counters, res)
     if entry.attempts < cfg.max_retries:
         attempt = entry.attempts + 1
         retry = Entry(entry.url, entry.depth, attempt, entry.hops)
@@ -225,16 +237,31 @@ def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: st
     return result
 
 
+def _count_cut(counters: Counter[str], res: FetchResult) -> None:
+    """Count a page fetch whose body came cut short, by its ``WARC-Truncated`` reason."""
+    reason = res.cut_reason
+    if reason is not None:
+        counters[TRUNCATIONS.name(reason)] += 1
+
+
 def _fetched(
     ctx: PipelineServices, lease: Lease, res: FetchResult, next_allowed: float,
     probe: Soft404Probe | None = None,
 ) -> LeaseResult:
+    """A response that ends the URL: stored, parsed, its links taken, and a whole HTML body
+    given to the near-duplicate check (a body cut short, even by our own cap, is not the
+    page: matched against whole pages it would be a false near-duplicate, and indexed it
+    would make whole copies of it look like near-duplicates of a fragment)."""
     entry = lease.entry
-    result = LeaseResult(Completion(lease, next_allowed, Outcome.FETCHED))
+    status = res.status or 0
+    cut = res.cut_reason
+    outcome = (Outcome.TRUNCATED if cut not in (None, "length") and 200 <= status < 300
+               else Outcome.FETCHED)
+    result = LeaseResult(Completion(lease, next_allowed, outcome))
     warc_ref = ctx.warc.write(res) if ctx.warc else None
     page = _Page(warc_ref)
     dup: DedupResult | None = None
-    status = res.status or 0
+    _count_cut(result.counters, res)
     if res.error == "content_type_skipped":
         result.counters["skipped_content_type"] += 1
         page.extra["skipped"] = res.error
@@ -262,7 +289,7 @@ def _fetched(
             result.counters["links_soft404_skipped"] += page.found
             page.extra["soft404"] = True
             page.links = None
-        elif parsed.tree is not None:
+        elif parsed.tree is not None and cut is None:
             feats = ctx.dedup.features(parsed.tree)
             if feats is not None:
                 result.pending = PendingDedup(
@@ -311,11 +338,15 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
         # all on); what lands on URLs already fetched is not kept.
         share = lease.priority / len(result.links)
         result.links = [link._replace(priority=share) for link in result.links]
+    # A cut body has no content digest: it would stand for a page we never saw whole.
+    cut = res.cut_reason
+    outcome = result.completion.outcome
     result.record = _record(
-        lease, Outcome.FETCHED, res.started_at, res.ip, status=res.status, bytes=len(res.body),
-        digest=content_fingerprint(res.body) if res.body else None, links_found=page.found,
-        links_admitted=len(result.links) + len(result.known), elapsed_s=round(res.elapsed_s, 4),
-        content_type=res.content_type, truncated=res.truncated or None,
+        lease, outcome, res.started_at, res.ip, status=res.status, bytes=len(res.body),
+        digest=content_fingerprint(res.body) if res.body and cut is None else None,
+        links_found=page.found, links_admitted=len(result.links) + len(result.known),
+        elapsed_s=round(res.elapsed_s, 4), content_type=res.content_type, truncated=cut,
+        reason=res.error_detail if outcome is Outcome.TRUNCATED else None,
         warc=list(page.warc_ref) if page.warc_ref else None, **extra,
     )
 

@@ -7,7 +7,8 @@ are renamed ``X-Trawl-Orig-<name>`` and ``Content-Length`` is set to the stored 
 original kept as ``X-Trawl-Orig-Content-Length``), as other archivers that store decoded
 payloads do. ``WARC-Payload-Digest`` (sha1, base32) is over that stored payload,
 ``WARC-Block-Digest`` over the HTTP head plus that payload. Truncated bodies get
-``WARC-Truncated`` (length / time / disconnect / unspecified).
+``WARC-Truncated`` (length / time / disconnect / unspecified), from
+``FetchResult.cut_reason``.
 
 The records carry the same WARC headers, in the same order and with the same values, as
 warcio wrote them. HTTP heads are ASCII: a non-ASCII header value is percent-encoded as warcio
@@ -46,9 +47,11 @@ from urllib.parse import quote, urlsplit
 from warcio.statusandheaders import StatusAndHeaders
 
 from workers.fetch import FetchResult
+from workers.fetch.result import TRUNCATION_BY_ERROR
 
-#: ``WARC-Truncated`` value of each fetch error that cut a body short.
-TRUNCATION_REASON = {"too_large": "length", "timeout": "time", "connection_reset": "disconnect"}
+#: ``WARC-Truncated`` value of each fetch error that cut a body short (for results built by
+#: hand with only ``truncated``: the fetcher sets ``FetchResult.truncation`` itself).
+TRUNCATION_REASON = TRUNCATION_BY_ERROR
 _HOP_BY_HOP_DECODED = ("content-encoding", "transfer-encoding")
 
 WARC_END = b"\r\n\r\n"
@@ -258,10 +261,9 @@ def fetch_records(result: FetchResult, warcinfo_id: str) -> FetchRecords:
     url = result.url
     uri_line = f"WARC-Target-URI: {warc_value(url)}\r\n" if url else ""
     ip_line = f"WARC-IP-Address: {warc_value(result.ip)}\r\n" if result.ip else ""
-    trunc_line = (
-        f"WARC-Truncated: {TRUNCATION_REASON.get(result.error or '', 'unspecified')}\r\n"
-        if result.truncated or result.error == "content_type_skipped" else ""
-    )
+    cut = result.cut_reason or (
+        "unspecified" if result.error == "content_type_skipped" else None)
+    trunc_line = f"WARC-Truncated: {cut}\r\n" if cut else ""
     resp_head = (
         f"WARC/1.1\r\nWARC-Date: {date}\r\nWARC-Warcinfo-ID: {warcinfo_id}\r\n"
         f"{ip_line}{trunc_line}WARC-Type: response\r\nWARC-Record-ID: {resp_id}\r\n"
