@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis
 
 from frontier.config import CrawlConfig
+from frontier.counters import accounted
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
 from workers.cli.crawl import CrawlWatcher, WorkerPool, init_crawl
@@ -60,9 +61,9 @@ def run(web: SandboxWeb, redis_url: str, tmp: Path, namespace: str,
     finally:
         pool.stop()
     st = watcher.last
-    accounted = st["fetched"] + st["failed"] + st["robots_blocked"] + st["out_of_scope"]
+    ended = accounted(st)
     return {"elapsed_s": round(time.monotonic() - start - 0.5, 1), "fetched": st["fetched"],
-            "admitted": st["admitted"], "accounted": accounted,
+            "admitted": st["admitted"], "accounted": ended,
             "requeued_leases": st.get("requeued", 0), "killed_at_s": killed_at or 0.0,
             "partition_ttl_s": config.partition_ttl_s, "total_timeout_s": config.total_timeout_s}
 

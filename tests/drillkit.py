@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from frontier.config import CrawlConfig
+from frontier.counters import accounted
 from frontier.frontier import Frontier
 from sandbox import RobotsKind, SandboxConfig, SandboxWeb
 from tests.checks import crawler_entries, fetch_counts, overlaps, short_gaps
@@ -83,8 +84,7 @@ def judge(d: Drill) -> tuple[Counter[str], dict[str, str]]:
     assert short_gaps(entries, slow, DELAY_S) == []
     st = d.frontier.stats()
     assert st["queued"] == 0 and st["inflight"] == 0
-    assert st["fetched"] + st["failed"] + st["robots_blocked"] + st["out_of_scope"] \
-        == st["admitted"]
+    assert accounted(st) == st["admitted"]
     return counts, expected
 
 

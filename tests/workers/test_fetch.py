@@ -438,6 +438,25 @@ def test_cut_bodies_are_marked_with_their_reason(hostile: LoopbackServer) -> Non
     f.close()
 
 
+def test_a_robots_txt_cut_short_is_unreachable_not_parsed(hostile: LoopbackServer) -> None:
+    """A robots.txt whose body the network cut may have lost its Disallow lines: the policy
+    is "unavailable" (disallow all, retried after the error TTL), not the part that came."""
+    from workers.pipeline.robots import RobotsPolicy
+
+    f = make_fetcher(read_timeout_s=2.0, total_timeout_s=1.5)
+    base = f"http://bar.sandbox.test:{hostile.port}"
+    for path in ("/short", "/reset?n=3000", "/trickle?n=20"):
+        res = f.fetch_robots(base + path)
+        policy = RobotsPolicy.from_fetch(res)
+        assert res.status == 200 and res.network_cut, (path, res.error)
+        assert policy.kind == "unavailable" and "cut short" in (policy.reason or ""), path
+        assert not policy.allowed(base + "/anything")
+    whole = f.fetch_robots(base + "/whole")  # negative control: the same server, whole
+    assert RobotsPolicy.from_fetch(whole).kind == "parsed"
+    assert RobotsPolicy.from_response(200, CUT_PAGE[:18]).kind == "parsed"  # what it was
+    f.close()
+
+
 def test_invalid_response(fetcher: Fetcher, srv1: Server) -> None:
     r = fetcher.fetch(f"http://bar.sandbox.test:{srv1.port}/garbage")
     assert r.error == "invalid_response", (r.error, r.error_detail)

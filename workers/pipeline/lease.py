@@ -16,54 +16,28 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dedup.fingerprint import content_fingerprint
-from dedup.service import DedupResult, Features, record_fields
+from dedup.service import DedupResult, record_fields
 from frontier.counters import (
     DUPLICATES,
     ERRORS,
-    LINKS_REFUSED,
     ROBOTS_POLICIES,
     TRUNCATIONS,
     Outcome,
 )
-from frontier.frontier import AdmitLink, Completion, Entry, Lease
-from frontier.hostcache import HostCacheWrite
+from frontier.frontier import Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_backoff
-from frontier.urls import InvalidURL, canonicalize, host_of
 from frontier.useragent import ROBOTS_TOKEN
 from workers.fetch import HTML_TYPES, FetchResult
+from workers.pipeline.links import add_link, admit_redirect
 from workers.pipeline.parse import Link, parse_html
+from workers.pipeline.result import LeaseResult, PendingDedup, lease_record
 from workers.pipeline.robots import RobotsPolicy, ttl_for
 from workers.pipeline.services import PipelineServices
 from workers.pipeline.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
 
+__all__ = ["LeaseResult", "PendingDedup", "finish_pending", "process_leases", "run_lease"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class LeaseResult:
-    completion: Completion
-    links: list[AdmitLink] = field(default_factory=list)
-    counters: Counter[str] = field(default_factory=Counter)
-    record: dict[str, Any] | None = None
-    #: Set while the page waits for its near-duplicate check (see :func:`process_leases`).
-    pending: PendingDedup | None = None
-    #: (host, url, depth, hops) of links the worker's seen-memo already knows: not sent to
-    #: the URL-seen test, unless Redis restarted (``workers.app.tasks.apply_results``).
-    known: list[tuple[str, str, int, int]] = field(default_factory=list)
-    #: What this URL taught about its host (robots.txt, soft-404 probe), for Redis: written
-    #: in the completion pipeline, before the lease completes.
-    host_writes: list[HostCacheWrite] = field(default_factory=list)
-
-
-@dataclass
-class PendingDedup:
-    """A parsed page whose near-duplicate check is batched with the other pages of its task:
-    ``finish`` completes its :class:`LeaseResult` from the check's answer."""
-
-    url: str
-    host: str
-    features: Features
-    finish: Callable[[DedupResult], None]
 
 
 def _origin(url: str) -> str:
@@ -144,7 +118,7 @@ def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult
         result = LeaseResult(Completion(lease, now, Outcome.ROBOTS_BLOCKED))
         # "unavailable" alone hides why (a TLS failure, a refused address): say it.
         reason = f"{policy.kind}: {policy.reason}" if policy.reason else policy.kind
-        result.record = _record(lease, Outcome.ROBOTS_BLOCKED, now, ip, reason=reason)
+        result.record = lease_record(lease, Outcome.ROBOTS_BLOCKED, now, ip, reason=reason)
         return result
     probe = state.soft404
     if cfg.soft404_probe and probe is None:
@@ -154,7 +128,7 @@ def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
     if res.error == "forbidden_ip":
         result = LeaseResult(Completion(lease, end, Outcome.OUT_OF_SCOPE))
-        result.record = _record(lease, Outcome.OUT_OF_SCOPE, res.started_at, ip,
+        result.record = lease_record(lease, Outcome.OUT_OF_SCOPE, res.started_at, ip,
                                 reason=res.error_detail)
         return result
     if (res.status is None or res.status in cfg.retry_http_statuses
@@ -173,7 +147,7 @@ def _fetch_robots(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseR
     cfg = ctx.config
     res = ctx.fetcher.fetch_robots(robots_url(lease.entry.url), ip=ip,
                                    hop_delay_s=min(cfg.host_delay_s, cfg.max_delay_s))
-    policy = RobotsPolicy.from_response(res.status, res.body, res.error)
+    policy = RobotsPolicy.from_fetch(res)
     write = ctx.hosts.robots.stage(lease.host, policy,
                                    ttl_for(policy, cfg.robots_ttl_s, cfg.robots_error_ttl_s))
     if ctx.warc and res.status is not None:
@@ -232,7 +206,7 @@ def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: st
         return LeaseResult(Completion(lease, wait, Outcome.RETRY, requeue=retry), counters=counters)
     log.warning("failed after %d attempts: %s: %s", entry.attempts + 1, entry.url, reason)
     result = LeaseResult(Completion(lease, next_allowed, Outcome.FAILED), counters=counters)
-    result.record = _record(lease, Outcome.FAILED, res.started_at if res else time.time(), ip,
+    result.record = lease_record(lease, Outcome.FAILED, res.started_at if res else time.time(), ip,
                             reason=reason, status=res.status if res else None)
     return result
 
@@ -270,7 +244,7 @@ def _fetched(
         page.extra["error"] = res.error
     if 300 <= status < 400 and res.location:
         page.found = 1
-        page.extra["redirect_to"] = _admit_redirect(ctx, result, entry, res.location)
+        page.extra["redirect_to"] = admit_redirect(ctx, result, entry, res.location)
     elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
         parsed = parse_html(res.body, entry.url, res.content_type, res.header("x-robots-tag"),
                             max_links=ctx.config.max_links_per_page)
@@ -330,7 +304,7 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
             if link.nofollow:
                 result.counters["links_nofollow"] += 1
                 continue
-            _add_link(ctx, result, link.url, template)
+            add_link(ctx, result, link.url, template)
     else:
         result.counters["links_too_deep"] += page.found
     if cfg.ordering == "opic" and result.links:
@@ -341,7 +315,7 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
     # A cut body has no content digest: it would stand for a page we never saw whole.
     cut = res.cut_reason
     outcome = result.completion.outcome
-    result.record = _record(
+    result.record = lease_record(
         lease, outcome, res.started_at, res.ip, status=res.status, bytes=len(res.body),
         digest=content_fingerprint(res.body) if res.body and cut is None else None,
         links_found=page.found, links_admitted=len(result.links) + len(result.known),
@@ -349,53 +323,3 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
         reason=res.error_detail if outcome is Outcome.TRUNCATED else None,
         warc=list(page.warc_ref) if page.warc_ref else None, **extra,
     )
-
-
-def _admit_redirect(ctx: PipelineServices, result: LeaseResult, entry: Entry, location: str) -> str:
-    result.counters["redirects_seen"] += 1
-    if entry.hops + 1 > ctx.config.max_redirects:
-        result.counters["redirects_too_long"] += 1
-        return location
-    target = _add_link(ctx, result, location, Entry("", entry.depth, 0, entry.hops + 1),
-                       base=entry.url)
-    if target:
-        result.counters["redirects"] += 1
-    return target or location
-
-
-def _add_link(ctx: PipelineServices, result: LeaseResult, href: str, template: Entry,
-              base: str | None = None) -> str | None:
-    """Canonicalize and scope-check one link; queue it for admission. Returns the URL."""
-    known = ctx.links.get(href) if base is None else None
-    if known is None:
-        try:
-            url = canonicalize(href, base, max_length=ctx.max_url_length, strip=ctx.strip)
-        except InvalidURL as exc:
-            result.counters["links_invalid"] += 1
-            log.debug("bad link %r: %s", href[:200], exc.reason)
-            return None
-        host = host_of(url)
-        reasons = ctx.scope.url_reasons(url, host)
-        if base is None:
-            ctx.links.put(href, (url, host, reasons))
-    else:
-        url, host, reasons = known
-    reason = ctx.scope.with_depth(reasons, template.depth)
-    if reason:
-        result.counters[LINKS_REFUSED.name(reason)] += 1
-        return None
-    memo = ctx.seen
-    if memo is not None and memo.server is not None and url in memo:
-        result.known.append((host, url, template.depth, template.hops))
-        return url
-    result.links.append(AdmitLink(host, url, Entry(url, template.depth, 0, template.hops)))
-    return url
-
-
-def _record(lease: Lease, outcome: Outcome, started_at: float, ip: str | None,
-            **fields: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {"url": lease.entry.url, "outcome": outcome,
-                           "fetched_at": round(started_at, 4), "host": lease.host, "ip": ip,
-                           "depth": lease.entry.depth, "attempts": lease.entry.attempts + 1}
-    rec.update({k: v for k, v in fields.items() if v is not None})
-    return rec

@@ -34,7 +34,12 @@ import xxhash
 
 from frontier.config import CrawlConfig
 from frontier.useragent import ROBOTS_TOKEN, user_agent
-from workers.fetch.result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_BYTES, ROBOTS_MAX_REDIRECTS
+from workers.fetch.result import (
+    ROBOTS_FETCH_BYTES,
+    ROBOTS_MAX_BYTES,
+    ROBOTS_MAX_REDIRECTS,
+    FetchResult,
+)
 from workers.pipeline.robots_rules import RobotsRules, parse_rules
 
 __all__ = [
@@ -105,6 +110,16 @@ class RobotsPolicy:
         if 300 <= status < 500:
             return cls("allow_all_4xx", reason=f"HTTP {status}")
         return cls("unavailable", reason=f"HTTP {status}" + (f": {error}" if error else ""))
+
+    @classmethod
+    def from_fetch(cls, res: FetchResult) -> RobotsPolicy:
+        """Policy for a robots.txt fetch. A 2xx body the network cut short (reset, closed
+        early, out of time) is a failed fetch, "unreachable": the lost part may hold the
+        Disallow lines, so nothing is allowed until a retry after ``robots_error_ttl_s``."""
+        if res.network_cut:
+            return cls("unavailable", reason=f"body cut short ({res.cut_reason}): "
+                                             f"{res.error or 'incomplete'}")
+        return cls.from_response(res.status, res.body, res.error)
 
     @classmethod
     def from_text_bytes(cls, body: bytes) -> RobotsPolicy:

@@ -1,0 +1,52 @@
+"""What the stages of one URL produce (:class:`LeaseResult`) and its JSONL record."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dedup.service import DedupResult, Features
+from frontier.counters import Outcome
+from frontier.frontier import AdmitLink, Completion, Lease
+from frontier.hostcache import HostCacheWrite
+
+
+@dataclass
+class LeaseResult:
+    """How one leased URL ended: its completion, the links to admit, counters, its record."""
+
+    completion: Completion
+    links: list[AdmitLink] = field(default_factory=list)
+    counters: Counter[str] = field(default_factory=Counter)
+    record: dict[str, Any] | None = None
+    #: Set while the page waits for its near-duplicate check
+    #: (``workers.pipeline.lease.process_leases``).
+    pending: PendingDedup | None = None
+    #: (host, url, depth, hops) of links the worker's seen-memo already knows: not sent to
+    #: the URL-seen test, unless Redis restarted (``workers.app.tasks.apply_results``).
+    known: list[tuple[str, str, int, int]] = field(default_factory=list)
+    #: What this URL taught about its host (robots.txt, soft-404 probe), for Redis: written
+    #: in the completion pipeline, before the lease completes.
+    host_writes: list[HostCacheWrite] = field(default_factory=list)
+
+
+@dataclass
+class PendingDedup:
+    """A parsed page whose near-duplicate check is batched with the other pages of its task:
+    ``finish`` completes its :class:`LeaseResult` from the check's answer."""
+
+    url: str
+    host: str
+    features: Features
+    finish: Callable[[DedupResult], None]
+
+
+def lease_record(lease: Lease, outcome: Outcome, started_at: float, ip: str | None,
+            **fields: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {"url": lease.entry.url, "outcome": outcome,
+                           "fetched_at": round(started_at, 4), "host": lease.host, "ip": ip,
+                           "depth": lease.entry.depth, "attempts": lease.entry.attempts + 1}
+    rec.update({k: v for k, v in fields.items() if v is not None})
+    return rec
