@@ -27,7 +27,9 @@ class Outcome(StrEnum):
     FETCHED = "fetched"
     FAILED = "failed"
     ROBOTS_BLOCKED = "robots_blocked"
-    OUT_OF_SCOPE = "out_of_scope"
+    #: the host resolved only to addresses the address policy refuses (allow_private_ips):
+    #: nothing was sent
+    ADDRESS_REFUSED = "address_refused"
     #: a 2xx page whose body the network cut short (disconnect, time) on its last try, or
     #: cut for another reason than our size cap: recorded with what arrived, never lost
     TRUNCATED = "truncated"
@@ -47,10 +49,10 @@ class Outcome(StrEnum):
         return self in FINAL
 
 
-#: Outcomes that end a URL: fetched + truncated + failed + robots_blocked + out_of_scope =
-#: admitted.
+#: Outcomes that end a URL: fetched + truncated + failed + robots_blocked + address_refused
+#: = admitted.
 FINAL = frozenset({Outcome.FETCHED, Outcome.TRUNCATED, Outcome.FAILED, Outcome.ROBOTS_BLOCKED,
-                   Outcome.OUT_OF_SCOPE})
+                   Outcome.ADDRESS_REFUSED})
 
 
 class Shown(StrEnum):
@@ -120,7 +122,8 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("seen_rejected", "links refused as already seen (Bloom filter or the "
                 "worker's memo)", _LUA + "admit.lua, workers/runtime/completion.py"),
     CounterSpec("robots_blocked", "final: URLs robots.txt disallows", _DONE),
-    CounterSpec("out_of_scope", "final: URLs refused at fetch time (forbidden IP)", _DONE),
+    CounterSpec("address_refused", "final: URLs whose host resolved only to refused addresses "
+                "(private, loopback, link-local, ...: allow_private_ips); nothing sent", _DONE),
     CounterSpec("redirects", "redirect targets sent for admission", _PIPE),
     CounterSpec("retries", "fetches to be tried again after a backoff", _DONE),
     CounterSpec("robots_fetches", "robots.txt fetched in a URL's place", _DONE),
@@ -230,7 +233,7 @@ def _registered(*names: str) -> tuple[str, ...]:
 #: Counters reported even while zero (``Frontier.stats()`` starts from these).
 COUNTERS = _registered(
     "admitted", "seen_rejected", "queued", "inflight", "fetched", "truncated", "failed",
-    "robots_blocked", "out_of_scope", "redirects", "retries", "robots_fetches", "deferred",
+    "robots_blocked", "address_refused", "redirects", "retries", "robots_fetches", "deferred",
     "requeued", "stale", "over_host_cap", "trap_query_variants", "over_domain_budget",
     "reprioritized", "soft404_probes", "unsent",
 )
@@ -238,10 +241,10 @@ COUNTERS = _registered(
 #: The summary's own lines: (summary name, counter).
 SUMMARY_TOTALS: tuple[tuple[str, str], ...] = tuple(zip(
     ("pages_fetched", "pages_truncated", "pages_failed", "urls_admitted", "urls_seen_rejected",
-     "robots_blocked", "out_of_scope", "redirects", "retries", "robots_fetches",
+     "robots_blocked", "address_refused", "redirects", "retries", "robots_fetches",
      "requeued_leases", "queued", "inflight"),
     _registered("fetched", "truncated", "failed", "admitted", "seen_rejected",
-                "robots_blocked", "out_of_scope", "redirects", "retries", "robots_fetches",
+                "robots_blocked", "address_refused", "redirects", "retries", "robots_fetches",
                 "requeued", "queued", "inflight"), strict=True))
 
 #: The columns of ``trawl status`` (then the errors, :func:`errors`).

@@ -276,3 +276,47 @@ def test_host_verdicts_reach_redis_with_the_completion_and_come_back_in_one_read
             assert (calls("mget") - mget, calls("get") - get) == (0, 1)  # the counters move
     finally:
         context.close_context()
+
+
+def test_a_refused_address_is_its_own_outcome_naming_the_setting(
+        redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    """A host on a loopback address with the default config ends as ``address_refused``, its
+    record naming allow_private_ips, nothing sent and no robots.txt policy cached (it used to
+    end as ``robots_blocked``, reason "unavailable"); with the setting on, the same host's
+    robots.txt is fetched (the control)."""
+    import json
+
+    from frontier.counters import Outcome
+    from tests.loopback import LoopbackServer, Reply, serving
+    from workers.app.tasks import apply_results
+    from workers.pipeline.lease import process_leases
+
+    with serving(LoopbackServer(respond=lambda _r: Reply(200, b"User-agent: *\nDisallow:\n",
+                                                         "text/plain"))) as srv:
+        for allow, ns in ((False, "addr1"), (True, "addr2")):
+            cfg = CrawlConfig(namespace=ns, partitions=2, output_dir=str(tmp_path / ns),
+                              allow_private_ips=allow,
+                              static_hosts={"local.test": "127.0.0.1"}).validate()
+            frontier = init_crawl(redis_client, cfg, [f"http://local.test:{srv.port}/"])
+            configure(redis_server.url, cfg.namespace)
+            context.close_context()
+            try:
+                ctx = context.get_context(redis_server.url, cfg.namespace)
+                (lease,), _ = frontier.acquire(1)
+                (res,) = process_leases(ctx, [(lease, None)])
+                apply_results(ctx, [(res, None)], [])
+            finally:
+                context.close_context()
+            if allow:
+                assert res.completion.outcome is Outcome.ROBOTS_FETCH
+                assert [r.path for r in srv.requests] == ["/robots.txt"]
+                continue
+            assert res.completion.outcome is Outcome.ADDRESS_REFUSED and not res.host_writes
+            assert srv.requests == []
+            st = frontier.stats()
+            assert st["address_refused"] == 1 and st["robots_blocked"] == 0
+            assert st["inflight"] == 0 and st["queued"] == 0
+            (line,) = (tmp_path / ns / "records").glob("*.jsonl")
+            (rec,) = [json.loads(x) for x in line.read_text().splitlines()]
+            assert rec["outcome"] == "address_refused"
+            assert "127.0.0.1" in rec["reason"] and "allow_private_ips" in rec["reason"]

@@ -127,10 +127,7 @@ def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult
     end = time.time()
     delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
     if res.error == "forbidden_ip":
-        result = LeaseResult(Completion(lease, end, Outcome.OUT_OF_SCOPE))
-        result.record = lease_record(lease, Outcome.OUT_OF_SCOPE, res.started_at, ip,
-                                reason=res.error_detail)
-        return result
+        return _address_refused(lease, res, ip, end)
     if (res.status is None or res.status in cfg.retry_http_statuses
             or (res.network_cut and lease.entry.attempts < cfg.max_retries)):
         # A body the network cut short is a failed try, not a page: fetched again after
@@ -147,6 +144,8 @@ def _fetch_robots(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseR
     cfg = ctx.config
     res = ctx.fetcher.fetch_robots(robots_url(lease.entry.url), ip=ip,
                                    hop_delay_s=min(cfg.host_delay_s, cfg.max_delay_s))
+    if res.error == "forbidden_ip":  # the address policy, not robots.txt: nothing cached
+        return _address_refused(lease, res, ip, time.time())
     policy = RobotsPolicy.from_fetch(res)
     write = ctx.hosts.robots.stage(lease.host, policy,
                                    ttl_for(policy, cfg.robots_ttl_s, cfg.robots_error_ttl_s))
@@ -159,6 +158,18 @@ def _fetch_robots(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseR
     result.counters[ROBOTS_POLICIES.name(policy.kind)] += 1
     if policy.reason and policy.kind in ("unparseable", "unavailable"):
         log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
+    return result
+
+
+def _address_refused(lease: Lease, res: FetchResult, ip: str | None,
+                     end: float) -> LeaseResult:
+    """The host resolved only to addresses the address policy refuses: the URL ends here, with
+    its own outcome and the setting that would allow it (nothing was sent)."""
+    result = LeaseResult(Completion(lease, end, Outcome.ADDRESS_REFUSED))
+    reason = (f"{res.error_detail or 'forbidden address'}: refused by the address policy "
+              "(allow_private_ips=true to crawl private, loopback or link-local addresses)")
+    result.record = lease_record(lease, Outcome.ADDRESS_REFUSED, res.started_at, ip,
+                                 reason=reason)
     return result
 
 
