@@ -39,8 +39,9 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
+from workers.fetch.result import TRUNCATION_BY_ERROR
 from workers.storage.warc import WarcWriter
-from workers.storage.warc_records import TRUNCATION_REASON, stored_headers
+from workers.storage.warc_records import stored_headers
 
 VECTORS = os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")
 
@@ -59,7 +60,7 @@ class OldWarcWriter(WarcWriter):
         if result.ip:
             resp_warc["WARC-IP-Address"] = result.ip
         if result.truncated or result.error == "content_type_skipped":
-            resp_warc["WARC-Truncated"] = TRUNCATION_REASON.get(result.error or "", "unspecified")
+            resp_warc["WARC-Truncated"] = TRUNCATION_BY_ERROR.get(result.error or "", "unspecified")
         parts = urlsplit(result.url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         req_headers = StatusAndHeaders(

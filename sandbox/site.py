@@ -289,7 +289,7 @@ class SandboxSite:
 
     def farm_rule(self) -> tuple[str, str] | None:
         """(suffix, IP): every ``s<N>`` + suffix host is served on IP; None without traps."""
-        return (self.traps.farm_suffix, self.traps.ips["farm"]) if self.traps else None
+        return (self.traps.farm.suffix, self.traps.ips["farm"]) if self.traps else None
 
     def static_hosts(self) -> dict[str, str]:
         """A crawler's static host map for this web: ``resolver_map()`` plus, with traps, the
@@ -297,7 +297,7 @@ class SandboxSite:
         workers/dns/resolver.py), so subdomains past the listed ones resolve too."""
         out = self.resolver_map()
         if self.traps is not None:
-            out["*" + self.traps.farm_suffix] = self.traps.ips["farm"]
+            out["*" + self.traps.farm.suffix] = self.traps.ips["farm"]
         return out
 
     def resolve(self, host: str) -> str | None:

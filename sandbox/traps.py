@@ -87,15 +87,12 @@ class Traps:
         self._host_kind = {h: k for k, h in self.hosts.items() if k != "farm"}
         self.ips: dict[str, str] = {k: ip_address(cfg.ips + i) for i, k in enumerate(TRAP_KINDS)}
         self.farm = FarmNames("." + self.domains["farm"])
-        self.farm_suffix = self.farm.suffix
         # Entry links go on allow-all hosts' pages; legit trap-host pages link to their homes.
         linkable = [h for h in layout.hosts if layout.robots[h] is RobotsKind.ALLOW_ALL
                     and h != layout.hang_host and h not in exclude]
         self.pages = TrapPages(cfg.seed, vocab, self.origin, self.farm, linkable)
-        self.session_paths = self.pages.session_paths
-        self.soft404_paths = self.pages.soft404_paths
-        self._legit = {"session": frozenset(self.session_paths) | {"/robots.txt"},
-                       "soft404": frozenset(self.soft404_paths) | {"/robots.txt"}}
+        self._legit = {"session": frozenset(self.pages.session_paths) | {"/robots.txt"},
+                       "soft404": frozenset(self.pages.soft404_paths) | {"/robots.txt"}}
         #: (kind, normal page URL, trap URL) of every link leading into a trap host.
         self.entries: list[tuple[str, str, str]] = self._place_entries(layout, linkable)
 
@@ -151,8 +148,8 @@ class Traps:
 
     def legit_urls(self) -> list[str]:
         """The normal pages of the trap hosts (session and soft404), canonical URLs."""
-        return ([self.origin(self.hosts["session"]) + p for p in self.session_paths]
-                + [self.origin(self.hosts["soft404"]) + p for p in self.soft404_paths])
+        return ([self.origin(self.hosts["session"]) + p for p in self.pages.session_paths]
+                + [self.origin(self.hosts["soft404"]) + p for p in self.pages.soft404_paths])
 
     # -- answers ------------------------------------------------------------------------------
     def respond(self, host: str, target: str) -> TrapAnswer:

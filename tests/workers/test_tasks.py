@@ -16,6 +16,14 @@ from workers.cli.crawl import init_crawl
 from workers.runtime import context
 
 
+def _worker_context(redis_url: str, namespace: str) -> context.WorkerContext:
+    """This process as a freshly started worker of the crawl: the Celery app configured and
+    no context left over from an earlier test."""
+    configure(redis_url, namespace)
+    context.close_context()
+    return context.get_context(redis_url, namespace)
+
+
 def test_stale_and_malformed_messages_are_skipped_and_counted(
         redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
     # 192.0.2.1 (TEST-NET-1) would be refused anyway: no request can leave this test.
@@ -147,9 +155,7 @@ def test_pages_whose_near_duplicate_check_fails_are_retried_not_lost(
                               host_delay_s=0.0, allow_private_ips=True, soft404_probe=False,
                               static_hosts=web.resolver_map).validate()
             frontier = init_crawl(redis_client, cfg, web.seeds[:1])
-            configure(redis_server.url, cfg.namespace)
-            context.close_context()
-            ctx = context.get_context(redis_server.url, cfg.namespace)
+            ctx = _worker_context(redis_server.url, cfg.namespace)
             (robots,), _ = frontier.acquire(1)  # the host's first lease fetches robots.txt
             apply_results(ctx, [(r, None) for r in process_leases(ctx, [(robots, None)])], [])
             (page,), _ = frontier.acquire(1, now=time.time() + 60)  # past any delay
@@ -180,10 +186,8 @@ def test_apply_results_leaves_due_hints_for_completions_and_wake_ups(
     cfg = CrawlConfig(namespace="hints1", partitions=8, output_dir=str(tmp_path),
                       static_hosts=hosts).validate()
     frontier = init_crawl(redis_client, cfg, ["http://a.test/", "http://a.test/2"])
-    configure(redis_server.url, cfg.namespace)
-    context.close_context()
     try:
-        ctx = context.get_context(redis_server.url, cfg.namespace)
+        ctx = _worker_context(redis_server.url, cfg.namespace)
         (lease,), _ = frontier.acquire(10)
         later = time.time() + 300
         link = AdmitLink("b.test", "http://b.test/", Entry("http://b.test/", 1))
@@ -240,9 +244,7 @@ def test_host_verdicts_reach_redis_with_the_completion_and_come_back_in_one_read
                               host_delay_s=0.0, allow_private_ips=True,
                               static_hosts=web.resolver_map).validate()
             frontier = init_crawl(redis_client, cfg, web.seeds[:1])
-            configure(redis_server.url, cfg.namespace)
-            context.close_context()
-            ctx = context.get_context(redis_server.url, cfg.namespace)
+            ctx = _worker_context(redis_server.url, cfg.namespace)
             (lease,), _ = frontier.acquire(1)  # the host's first lease fetches robots.txt
             host, part = lease.host, frontier.partition(lease.host)
             robots_key = frontier.keys.robots(part, host)
@@ -298,10 +300,8 @@ def test_a_refused_address_is_its_own_outcome_naming_the_setting(
                               allow_private_ips=allow,
                               static_hosts={"local.test": "127.0.0.1"}).validate()
             frontier = init_crawl(redis_client, cfg, [f"http://local.test:{srv.port}/"])
-            configure(redis_server.url, cfg.namespace)
-            context.close_context()
             try:
-                ctx = context.get_context(redis_server.url, cfg.namespace)
+                ctx = _worker_context(redis_server.url, cfg.namespace)
                 (lease,), _ = frontier.acquire(1)
                 (res,) = process_leases(ctx, [(lease, None)])
                 apply_results(ctx, [(res, None)], [])

@@ -27,6 +27,7 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
+from workers.fetch.result import TRUNCATION_BY_ERROR
 from workers.storage import warc_records
 from workers.storage.warc import WarcWriter
 
@@ -63,8 +64,7 @@ def warcio_records(result: FetchResult, info_id: str) -> tuple[bytes, bytes]:
     if result.ip:
         resp_warc["WARC-IP-Address"] = result.ip
     if result.truncated or result.error == "content_type_skipped":
-        resp_warc["WARC-Truncated"] = warc_records.TRUNCATION_REASON.get(result.error or "",
-                                                                     "unspecified")
+        resp_warc["WARC-Truncated"] = TRUNCATION_BY_ERROR.get(result.error or "", "unspecified")
     parts = urlsplit(result.url)
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     req_http = StatusAndHeaders(f"GET {target} {result.http_version}",

@@ -20,20 +20,13 @@ from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
 from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error
 from .response import _HTTP_VERSIONS, _discard, _drain, _media_type, _read_body
-from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, TRUNCATION_BY_ERROR, FetchResult
+from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult, truncation_of
 from .tls import pool_tls_kwargs
 
 #: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
 #: MaxRetryError(reason=...), read errors raise as they are; nothing is ever retried.
 _NO_RETRIES = Retry(0, read=False)
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
-
-
-def _cut_by(error: str) -> str:
-    """The truncation of a response that ``error`` ended after its status line: a reset or
-    a body short of its Content-Length (IncompleteRead) is ``disconnect``, the watchdog or
-    a read timeout ``time``, the worker ending it (``aborted``) ``unspecified``."""
-    return TRUNCATION_BY_ERROR.get(error, "unspecified")
 
 
 class Fetcher:
@@ -199,13 +192,13 @@ class Fetcher:
                 # The watchdog shut the socket: http.client may take that EOF for the end of
                 # the headers or body, so the response looks complete but is not.
                 res.error, res.error_detail = self._fired(deadline)
-                res.cut(_cut_by(res.error))
+                res.cut(truncation_of(res.error))
         except Exception as e:
             res.error, res.error_detail = (
                 self._fired(deadline) if deadline.fired
                 else (_classify(e), f"{type(e).__name__}: {e}"[:500]))
             if res.status is not None:  # the body (or the headers) stopped half-way
-                res.cut(_cut_by(res.error))
+                res.cut(truncation_of(res.error))
         finally:
             _WATCHDOG.disarm(deadline)
             _current.deadline = None

@@ -60,6 +60,13 @@ TRUNCATION_BY_ERROR: dict[str, str] = {
 }
 
 
+def truncation_of(error: str) -> str:
+    """The truncation of a body that ``error`` ended after the status line: a reset or a
+    body short of its Content-Length (IncompleteRead) is ``disconnect``, the watchdog or a
+    read timeout ``time``, the worker ending it (``aborted``) ``unspecified``."""
+    return TRUNCATION_BY_ERROR.get(error, "unspecified")
+
+
 @dataclass
 class FetchResult:
     """Outcome of one fetch: everything the parser, the frontier and the WARC writer need."""
@@ -105,7 +112,7 @@ class FetchResult:
             return self.truncation
         if self.error is None:
             return "length"  # a cap that is not an error (robots.txt)
-        return TRUNCATION_BY_ERROR.get(self.error, "unspecified")
+        return truncation_of(self.error)
 
     @property
     def network_cut(self) -> bool:

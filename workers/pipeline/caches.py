@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from frontier.frontier import Frontier
 from frontier.hostcache import HostCacheKind, HostCacheWrite
@@ -101,8 +101,11 @@ class HostVerdicts:
     def get(self, host: str, with_soft404: bool = True) -> HostState:
         robots = self.robots.local(host)
         probe = self.soft404.local(host) if with_soft404 else None
-        missing = [cache for cache, value in ((self.robots, robots), (self.soft404, probe))
-                   if value is None and (with_soft404 or cache is self.robots)]
+        missing: list[HostCache[Any]] = []
+        if robots is None:
+            missing.append(self.robots)
+        if with_soft404 and probe is None:
+            missing.append(self.soft404)
         if missing:
             raws = self._frontier.host_cache_get(host, [cache.kind for cache in missing])
             for cache, raw in zip(missing, raws, strict=True):

@@ -47,11 +47,7 @@ from urllib.parse import quote, urlsplit
 from warcio.statusandheaders import StatusAndHeaders
 
 from workers.fetch import FetchResult
-from workers.fetch.result import TRUNCATION_BY_ERROR
 
-#: ``WARC-Truncated`` value of each fetch error that cut a body short (for results built by
-#: hand with only ``truncated``: the fetcher sets ``FetchResult.truncation`` itself).
-TRUNCATION_REASON = TRUNCATION_BY_ERROR
 _HOP_BY_HOP_DECODED = ("content-encoding", "transfer-encoding")
 
 WARC_END = b"\r\n\r\n"
