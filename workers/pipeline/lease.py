@@ -17,13 +17,7 @@ from typing import Any
 
 from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, record_fields
-from frontier.counters import (
-    DUPLICATES,
-    ERRORS,
-    ROBOTS_POLICIES,
-    TRUNCATIONS,
-    Outcome,
-)
+from frontier.counters import DUPLICATES, ERRORS, TRUNCATIONS, Outcome
 from frontier.frontier import Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_backoff
 from frontier.useragent import ROBOTS_TOKEN
@@ -31,32 +25,65 @@ from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.links import add_link, admit_redirect
 from workers.pipeline.parse import Link, parse_html
 from workers.pipeline.result import LeaseResult, PendingDedup, lease_record
-from workers.pipeline.robots import RobotsPolicy, ttl_for
 from workers.pipeline.services import PipelineServices
-from workers.pipeline.soft404 import Soft404Probe, is_soft404, probe_url, run_probe, signature_of
+from workers.pipeline.soft404 import Soft404Probe, is_soft404, signature_of
+from workers.pipeline.steps import (
+    FetchKind,
+    FetchStep,
+    address_refused,
+    fetch_step,
+    plan_lease,
+    probe_fetched,
+    robots_fetched,
+)
 
-__all__ = ["LeaseResult", "PendingDedup", "finish_pending", "process_leases", "run_lease"]
+__all__ = ["LeaseResult", "PendingDedup", "finish_guarded", "finish_lease", "finish_pending",
+           "plan_guarded", "process_leases", "run_lease"]
 
 log = logging.getLogger(__name__)
 
 
-def _origin(url: str) -> str:
-    """``scheme://host[:port]`` of an absolute URL."""
-    start = url.find("://") + 3
-    end = url.find("/", start)
-    return url if end < 0 else url[:end]
-
-
-def robots_url(url: str) -> str:
-    return _origin(url) + "/robots.txt"
-
-
 def run_lease(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
-    """One lease through robots → fetch → store → parse (the fetch engine's unit of work).
+    """One lease through robots → fetch → store → parse, on this thread's blocking fetcher.
 
     The page's near-duplicate check may still be ``pending``: :func:`finish_pending` answers
     the checks of many pages in one round trip. Never raises."""
-    return _guarded(ctx, lease, ip, _process, ctx, lease, ip)
+    return _guarded(ctx, lease, ip, _run, ctx, lease, ip)
+
+
+def _run(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
+    step = plan_lease(ctx, lease, ip)
+    if isinstance(step, LeaseResult):
+        return step
+    return finish_lease(ctx, lease, step, fetch_step(ctx.fetcher, step))
+
+
+def plan_guarded(ctx: PipelineServices, lease: Lease, ip: str | None
+                 ) -> LeaseResult | FetchStep:
+    """:func:`plan_lease` for the fetch engine. Never raises."""
+    try:
+        return plan_lease(ctx, lease, ip)
+    except Exception as exc:  # a bug or a library crash must not kill the worker
+        return _internal_error(ctx, lease, ip, exc)
+
+
+def finish_guarded(ctx: PipelineServices, lease: Lease, step: FetchStep,
+                   res: FetchResult) -> LeaseResult:
+    """:func:`finish_lease` for the fetch engine. Never raises."""
+    return _guarded(ctx, lease, step.ip, finish_lease, ctx, lease, step, res)
+
+
+def finish_lease(ctx: PipelineServices, lease: Lease, step: FetchStep,
+                 res: FetchResult) -> LeaseResult:
+    """What the fetch of ``step`` means for ``lease``: its host's verdicts, or the page
+    stored, parsed and its links taken."""
+    if step.kind is FetchKind.ROBOTS:
+        return robots_fetched(ctx, lease, step, res)
+    if step.kind is FetchKind.PROBE:
+        return probe_fetched(ctx, lease, step, res)
+    result = _page_fetched(ctx, lease, step, res)
+    result.host_writes.extend(step.host_writes)
+    return result
 
 
 def process_leases(ctx: PipelineServices,
@@ -102,32 +129,24 @@ def _guarded(ctx: PipelineServices, lease: Lease, ip: str | None,
     try:
         return step(*args)
     except Exception as exc:  # a bug or a library crash must not kill the worker
-        log.exception("internal error on %s", lease.entry.url)
-        reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
-        return _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(), None)
+        return _internal_error(ctx, lease, ip, exc)
 
 
-def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
-    url, host, cfg = lease.entry.url, lease.host, ctx.config
-    state = ctx.hosts.get(host, with_soft404=cfg.soft404_probe)
-    policy = state.robots
-    if policy is None:
-        return _fetch_robots(ctx, lease, ip)
-    if not policy.allowed(url, ROBOTS_TOKEN):
-        now = time.time()
-        result = LeaseResult(Completion(lease, now, Outcome.ROBOTS_BLOCKED))
-        # "unavailable" alone hides why (a TLS failure, a refused address): say it.
-        reason = f"{policy.kind}: {policy.reason}" if policy.reason else policy.kind
-        result.record = lease_record(lease, Outcome.ROBOTS_BLOCKED, now, ip, reason=reason)
-        return result
-    probe = state.soft404
-    if cfg.soft404_probe and probe is None:
-        return _probe_soft404(ctx, lease, ip, policy)
-    res = ctx.fetcher.fetch(url, ip=ip)
+def _internal_error(ctx: PipelineServices, lease: Lease, ip: str | None,
+                    exc: Exception) -> LeaseResult:
+    log.error("internal error on %s", lease.entry.url, exc_info=exc)
+    reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
+    return _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(), None)
+
+
+def _page_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,
+                  res: FetchResult) -> LeaseResult:
+    cfg, ip = ctx.config, step.ip
     end = time.time()
-    delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
+    assert step.policy is not None
+    delay = host_delay(cfg, step.policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
     if res.error == "forbidden_ip":
-        return _address_refused(lease, res, ip, end)
+        return address_refused(lease, res, ip, end)
     if (res.status is None or res.status in cfg.retry_http_statuses
             or (res.network_cut and lease.entry.attempts < cfg.max_retries)):
         # A body the network cut short is a failed try, not a page: fetched again after
@@ -136,70 +155,7 @@ def _process(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
         return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
-    return _fetched(ctx, lease, res, end + delay, probe)
-
-
-def _fetch_robots(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
-    """robots.txt is an ordinary polite fetch: the URL goes back to the head of its queue."""
-    cfg = ctx.config
-    res = ctx.fetcher.fetch_robots(robots_url(lease.entry.url), ip=ip,
-                                   hop_delay_s=min(cfg.host_delay_s, cfg.max_delay_s))
-    if res.error == "forbidden_ip":  # the address policy, not robots.txt: nothing cached
-        return _address_refused(lease, res, ip, time.time())
-    policy = RobotsPolicy.from_fetch(res)
-    write = ctx.hosts.robots.stage(lease.host, policy,
-                                   ttl_for(policy, cfg.robots_ttl_s, cfg.robots_error_ttl_s))
-    if ctx.warc and res.status is not None:
-        ctx.warc.write(res)
-    end = time.time()
-    delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), res.elapsed_s)
-    result = LeaseResult(Completion(lease, end + delay, Outcome.ROBOTS_FETCH, requeue=lease.entry,
-                                    at_head=True), host_writes=[write])
-    result.counters[ROBOTS_POLICIES.name(policy.kind)] += 1
-    if policy.reason and policy.kind in ("unparseable", "unavailable"):
-        log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
-    return result
-
-
-def _address_refused(lease: Lease, res: FetchResult, ip: str | None,
-                     end: float) -> LeaseResult:
-    """The host resolved only to addresses the address policy refuses: the URL ends here, with
-    its own outcome and the setting that would allow it (nothing was sent)."""
-    result = LeaseResult(Completion(lease, end, Outcome.ADDRESS_REFUSED))
-    reason = (f"{res.error_detail or 'forbidden address'}: refused by the address policy "
-              "(allow_private_ips=true to crawl private, loopback or link-local addresses)")
-    result.record = lease_record(lease, Outcome.ADDRESS_REFUSED, res.started_at, ip,
-                                 reason=reason)
-    return result
-
-
-def _probe_soft404(ctx: PipelineServices, lease: Lease, ip: str | None,
-                   policy: RobotsPolicy) -> LeaseResult:
-    """Once per host, like robots.txt: a polite fetch of a path no site has, to learn how the
-    host answers a missing page; the leased URL goes back to the head of its queue."""
-    cfg, url = ctx.config, lease.entry.url
-    origin = _origin(url)
-    target = probe_url(origin)
-    if not policy.allowed(target, ROBOTS_TOKEN):
-        # robots.txt keeps us out of the probe path: no probe, pages judged as they come.
-        write = ctx.hosts.soft404.stage(lease.host, Soft404Probe(lease.host, 0),
-                                        cfg.robots_ttl_s)
-        result = _process(ctx, lease, ip)
-        result.host_writes.append(write)
-        return result
-    start = time.time()
-    probe = run_probe(ctx.fetcher, origin, ip, url=target)
-    end = time.time()
-    write = ctx.hosts.soft404.stage(lease.host, probe, cfg.robots_ttl_s
-                                    if probe.status is not None else cfg.robots_error_ttl_s)
-    delay = host_delay(cfg, policy.crawl_delay(ROBOTS_TOKEN), end - start)
-    result = LeaseResult(Completion(lease, end + delay, Outcome.SOFT404_PROBE, requeue=lease.entry,
-                                    at_head=True), host_writes=[write])
-    result.counters["soft404_hosts" if probe.soft404_host else "soft404_clean_hosts"] += 1
-    if probe.soft404_host:
-        log.info("%s answers a missing path with 200 (soft 404): its pages are compared "
-                 "with that answer", lease.host)
-    return result
+    return _fetched(ctx, lease, res, end + delay, step.probe)
 
 
 def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: str, reason: str,

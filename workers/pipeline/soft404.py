@@ -62,6 +62,7 @@ __all__ = [
     "Soft404Probe",
     "is_soft404",
     "page_tokens",
+    "probe_of",
     "probe_url",
     "run_probe",
     "signature_of",
@@ -218,8 +219,13 @@ def run_probe(fetcher: _Fetcher, origin: str, ip: str | None = None,
     page) gives ``signature=None``; its redirect targets are ordinary links.
     """
     url = url or probe_url(origin, rng)
+    return probe_of(fetcher.fetch(url, ip=ip))
+
+
+def probe_of(res: FetchResult) -> Soft404Probe:
+    """What the fetch of a probe URL says of its host (the fetch engine fetches it apart)."""
+    url = res.url
     host = host_of(url)
-    res = fetcher.fetch(url, ip=ip)
     status = res.status
     if status is None or not 200 <= status < 300 or res.error is not None:
         return Soft404Probe(host, status)
