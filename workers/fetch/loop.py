@@ -39,6 +39,10 @@ class NetworkLoop:
             raise RuntimeError("NetworkLoop not started")
         return self._loop
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self) -> NetworkLoop:
         """Start the thread (idempotent); returns when the loop runs."""
         with self._lock:
@@ -148,8 +152,9 @@ class LoopFetcher:
     def close(self) -> None:
         """Close the pooled connections; the loop too if it is this fetcher's own (the
         fetcher then starts a new one on its next use)."""
-        with contextlib.suppress(RuntimeError):
-            self.network.submit(self.aio.close()).result(10)
+        if not self.network.running:
+            return
+        self.network.submit(self.aio.close()).result(10)
         if self._own_loop:
             self.network.stop()
 
