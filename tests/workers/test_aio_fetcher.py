@@ -217,16 +217,20 @@ def _coded(req: Request) -> Reply:
 
 def test_content_codings_decode_as_urllib3_does() -> None:
     with serving(LoopbackServer(respond=_coded)) as s:
-        out = {}
+        out: dict[tuple[type[Any], int], dict[str, Any]] = {}
         for cls in (Fetcher, LoopFetcher):
-            f = make_fetcher(cls, max_bytes=2000)
-            out[cls] = {name: (r.error, r.truncation, r.body)
-                        for name in _CODINGS
-                        for r in [f.fetch(f"http://bar.sandbox.test:{s.port}/{name}")]}
-            f.close()
-    assert out[Fetcher] == out[LoopFetcher]
-    got = out[LoopFetcher]
-    assert got["gzip"] == ("too_large", "length", _RAW[:2000])
+            for cap in (2000, 100_000):  # cut by the cap, and whole
+                f = make_fetcher(cls, max_bytes=cap)
+                out[cls, cap] = {name: (r.error, r.truncation, r.body)
+                                 for name in _CODINGS
+                                 for r in [f.fetch(f"http://bar.sandbox.test:{s.port}/{name}")]}
+                f.close()
+    for cap in (2000, 100_000):
+        assert out[Fetcher, cap] == out[LoopFetcher, cap]
+    assert out[LoopFetcher, 2000]["gzip"] == ("too_large", "length", _RAW[:2000])
+    got = out[LoopFetcher, 100_000]
+    assert got["gzip"] == got["twice"] == got["trailing"] == (None, None, _RAW)
+    assert got["members"] == (None, None, _RAW + b"second")
     assert got["unknown"] == (None, None, b"not brotli at all")
     assert got["broken"][0] == "decoding_error"
 
