@@ -19,9 +19,12 @@ from warcio.archiveiterator import ArchiveIterator
 from frontier.config import CrawlConfig
 from frontier.counters import accounted
 from frontier.redisserver import EmbeddedRedis
+from frontier.useragent import user_agent
 from tests.loopback import CUT_PAGE, CutBodyHandler, HTTPServerFactory
 from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
+from workers.dns.resolver import CachingResolver
+from workers.fetch import Fetcher, LoopFetcher
 from workers.pipeline.lease import LeaseResult, process_leases
 from workers.runtime import context
 from workers.runtime.completion import apply_results
@@ -165,3 +168,24 @@ def test_cut_bodies_never_reach_dedup_or_the_digest(crawl: dict[str, Any]) -> No
         assert "digest" not in rec and "dup_kind" not in rec and "minhash" not in rec, rec
     # the links of a cut page are still read (all out of scope here)
     assert records[urls["reset.test"]]["links_found"] > 0
+
+
+@pytest.mark.parametrize("cls", [Fetcher, LoopFetcher], ids=["urllib3", "aiohttp"])
+def test_each_fetcher_names_the_cut_alike(http_server: HTTPServerFactory, cls: type[Any]) -> None:
+    """The fetch alone, on both fetchers: each hostile body gets the error and WARC-Truncated
+    reason the crawl above records (the aiohttp fetcher must not change a page's outcome)."""
+    server = http_server(CutBodyHandler)
+    errors = {"disconnect": "connection_reset", "time": "timeout", "length": "too_large",
+              None: None}
+    f = cls(CachingResolver(static=dict.fromkeys(CASES, "127.0.0.1"), allow_private=True),
+            user_agent(), allow_private=True, connect_timeout_s=1.0, read_timeout_s=2.0,
+            total_timeout_s=0.6, max_bytes=200_000)
+    try:
+        for host, (path, reason, _) in CASES.items():
+            r = f.fetch(f"http://{host}:{server.port}{path}")
+            assert (r.status, r.error, r.truncation) == (200, errors[reason], reason), (
+                host, r.error_detail)
+            assert r.body == (CUT_PAGE * 3)[:len(r.body)]
+            assert (len(r.body) < len(CUT_PAGE)) == (reason in ("disconnect", "time"))
+    finally:
+        f.close()

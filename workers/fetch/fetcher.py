@@ -12,24 +12,23 @@ from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
 from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
-from frontier.memo import BoundedMemo
-from workers.dns.resolver import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
+from workers.dns.resolver import Resolver
 
 from .classify import _classify
 from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
-from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error
-from .response import _HTTP_VERSIONS, _discard, _drain, _media_type, _read_body
+from .prepare import _hostname
+from .request import DRAIN, SKIP, _FetchBase
+from .response import _HTTP_VERSIONS, _discard, _drain, _read_body
 from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult, truncation_of
 from .tls import pool_tls_kwargs
 
 #: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
 #: MaxRetryError(reason=...), read errors raise as they are; nothing is ever retried.
 _NO_RETRIES = Retry(0, read=False)
-_REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 
 
-class Fetcher:
+class Fetcher(_FetchBase):
     """GETs URLs over pooled keep-alive connections to pre-resolved, checked IPs.
 
     ``max_bytes`` caps the *decoded* body. Decompression bombs: urllib3 (>= 2.6) inflates at
@@ -65,23 +64,10 @@ class Fetcher:
         accept: str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
         extra_ca: str | None = None,
     ) -> None:
-        self.resolver = resolver
-        self.user_agent = user_agent
-        self.connect_timeout_s = connect_timeout_s
-        self.read_timeout_s = read_timeout_s
-        self.total_timeout_s = total_timeout_s
-        self.max_bytes = max_bytes
-        types = [t.strip().lower() for t in allowed_content_types]
-        self._types_exact = frozenset(t for t in types if not t.endswith("/*"))
-        self._types_prefix = tuple(t[:-1] for t in types if t.endswith("/*"))
-        self.allow_private = allow_private
-        self.verify = verify
-        self.allow_missing_content_type = allow_missing_content_type
-        self.accept = accept
-        #: is_forbidden_ip verdicts per IP string (a pure function of it and allow_private)
-        self._forbidden: BoundedMemo[str, bool] = BoundedMemo(65_536)
+        self._init_common(resolver, user_agent, connect_timeout_s, read_timeout_s,
+                          total_timeout_s, max_bytes, allowed_content_types, allow_private,
+                          verify, allow_missing_content_type, accept, extra_ca)
         self._timeout = Timeout(connect=connect_timeout_s, read=read_timeout_s)
-        self.extra_ca = extra_ca
         tls, self._ca_path = pool_tls_kwargs(verify, extra_ca)
         self._pm = _PinnedPoolManager(
             num_pools=pool_connections, maxsize=pool_maxsize, block=False, **tls
@@ -96,11 +82,6 @@ class Fetcher:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    def content_type_allowed(self, media_type: str | None) -> bool:
-        if media_type is None:
-            return self.allow_missing_content_type
-        return media_type in self._types_exact or media_type.startswith(self._types_prefix)
 
     # -- public API ------------------------------------------------------------------------
     def fetch(
@@ -165,10 +146,8 @@ class Fetcher:
         truncation_is_error: bool,
     ) -> FetchResult:
         res = FetchResult(url=url, started_at=time.time())
-        try:
-            target = _prepare_url(url)
-        except Exception as e:
-            res.error, res.error_detail = "invalid_url", str(e)
+        target = self._target(res, url)
+        if target is None:
             return res
         host = target.host.strip("[]")
         ip = self._checked_ip(res, host, ip)
@@ -235,67 +214,25 @@ class Fetcher:
         """The IP to connect to (``ip``, else the resolver's answer), or None with ``res``'s
         error set (dns, forbidden_ip): every address is checked before a connection."""
         if ip is None:
-            try:
-                ip = self.resolver.resolve(host)
-            except ForbiddenAddressError as e:
-                res.error, res.error_detail = "forbidden_ip", str(e)
+            ip = self._resolve(res, host)
+            if ip is None:
                 return None
-            except DNSError as e:
-                res.error, res.error_detail = "dns", f"{e.kind}: {e}"
-                return None
-            except Exception as e:  # a broken resolver must not break the no-raise contract
-                res.error, res.error_detail = "dns", repr(e)
-                return None
-        res.ip = ip
-        forbidden = self._forbidden.get(ip)
-        if forbidden is None:
-            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
-        if forbidden:
-            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
-            return None
-        return ip
-
-    def _request_headers(self, host: str, port: int | None, default_port: int,
-                         extra_headers: Mapping[str, str] | None) -> dict[str, str]:
-        """The GET's headers: Host (with a port only when not the scheme's), our identity."""
-        host_header = host if port in (None, default_port) else f"{host}:{port}"
-        headers: dict[str, str] = {
-            "Host": host_header,
-            "User-Agent": self.user_agent,
-            "Accept": self.accept,
-            "Accept-Encoding": "gzip, deflate",
-            "Connection": "keep-alive",
-        }
-        if extra_headers:
-            headers = _merge_headers(headers, extra_headers)
-        return headers
+        return self._check_ip(res, host, ip)
 
     def _read_response(self, res: FetchResult, resp: Any, max_bytes: int, deadline: _Deadline, *,
                        filter_types: bool, truncation_is_error: bool) -> None:
         """Status, headers and body of ``resp`` into ``res``; raises what urllib3 raises."""
-        status: int = resp.status
         rheaders = resp.headers
-        location = rheaders.get("Location")
-        if location and status in _REDIRECT_STATUSES:
-            err = _redirect_location_error(location)
-            if err is not None:
-                raise err
-        res.status = status
-        res.reason = resp.reason or ""
-        res.http_version = _HTTP_VERSIONS.get(resp.version, "HTTP/1.1")
         # raw_items: as items() for http.client's latin-1 headers, without the per-value
         # policy pass; duplicates and order as sent
         msg = resp._original_response.msg
-        res.headers = [(str(k), str(v)) for k, v in msg.raw_items()]
-        res.content_type = _media_type(rheaders.get("Content-Type"))
-        if 300 <= status < 400:
-            res.location = location
-        elif filter_types and not self.content_type_allowed(res.content_type):
-            res.error = "content_type_skipped"
-            res.error_detail = f"content type {res.content_type!r} not allowed"
+        action = self._head(
+            res, resp.status, resp.reason or "", _HTTP_VERSIONS.get(resp.version, "HTTP/1.1"),
+            [(str(k), str(v)) for k, v in msg.raw_items()], rheaders.get("Location"),
+            rheaders.get("Content-Type"), filter_types)
+        if action == SKIP:
             _discard(resp)  # drop the connection rather than download the body
-            return
-        if location and status in _REDIRECT_STATUSES:
+        elif action == DRAIN:
             # requests consumed and dropped a redirect's body (body b""); we do the same,
             # but undecoded and only up to the cap, else drop the connection.
             _drain(resp, max_bytes)

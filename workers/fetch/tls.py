@@ -68,3 +68,25 @@ def pool_tls_kwargs(verify: bool | str, extra_ca: str | None) -> tuple[dict[str,
     else:
         tls["ca_certs"] = ca_path
     return tls, ca_path
+
+
+def client_context(verify: bool | str, extra_ca: str | None) -> ssl.SSLContext:
+    """One :class:`ssl.SSLContext` for every connection of an aiohttp session (the
+    :class:`~workers.fetch.aio.AsyncFetcher`), trusting what :func:`pool_tls_kwargs` trusts.
+
+    ``verify=False`` (only without ``extra_ca``): no certificate or host name check, as
+    urllib3's ``CERT_NONE``. A ``verify`` path is loaded here; a missing one raises
+    ``FileNotFoundError`` (the caller checks it first, to fail the fetch as Fetcher does).
+    """
+    if extra_ca is not None:
+        return pool_tls_kwargs(verify, extra_ca)[0]["ssl_context"]  # type: ignore[no-any-return]
+    if verify is False:
+        ctx = create_urllib3_context(cert_reqs=ssl.CERT_NONE)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    ctx = create_urllib3_context(cert_reqs=ssl.CERT_REQUIRED)
+    _load(ctx, certifi.where() if verify is True else str(verify))
+    if ctx.verify_mode != ssl.CERT_REQUIRED or not ctx.check_hostname:
+        raise RuntimeError("TLS context does not verify certificates and host names")
+    return ctx

@@ -1,0 +1,129 @@
+"""What both fetchers share: settings, address checks, the request's headers, the response head.
+
+Why one place: :class:`~workers.fetch.fetcher.Fetcher` (urllib3, threads) and
+:class:`~workers.fetch.aio.AsyncFetcher` (aiohttp, one event loop) must send byte-for-byte the
+same request to the same checked IP and read a response head into the same
+:class:`FetchResult`; what differs is only the transport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from frontier.memo import BoundedMemo
+from workers.dns.resolver import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
+
+from .prepare import _merge_headers, _prepare_url, _redirect_location_error, _Target
+from .response import _media_type
+from .result import FetchResult
+
+_REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
+
+#: What a response head says to do with its body (see :meth:`_FetchBase._head`).
+READ, DRAIN, SKIP = "read", "drain", "skip"
+
+
+class _FetchBase:
+    """Settings and per-request logic common to both fetchers (no transport here)."""
+
+    def _init_common(self, resolver: Resolver, user_agent: str, connect_timeout_s: float,
+                     read_timeout_s: float, total_timeout_s: float, max_bytes: int,
+                     allowed_content_types: Iterable[str], allow_private: bool,
+                     verify: bool | str, allow_missing_content_type: bool, accept: str,
+                     extra_ca: str | None) -> None:
+        self.resolver = resolver
+        self.user_agent = user_agent
+        self.connect_timeout_s = connect_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self.total_timeout_s = total_timeout_s
+        self.max_bytes = max_bytes
+        types = [t.strip().lower() for t in allowed_content_types]
+        self._types_exact = frozenset(t for t in types if not t.endswith("/*"))
+        self._types_prefix = tuple(t[:-1] for t in types if t.endswith("/*"))
+        self.allow_private = allow_private
+        self.verify = verify
+        self.allow_missing_content_type = allow_missing_content_type
+        self.accept = accept
+        self.extra_ca = extra_ca
+        #: is_forbidden_ip verdicts per IP string (a pure function of it and allow_private)
+        self._forbidden: BoundedMemo[str, bool] = BoundedMemo(65_536)
+
+    def content_type_allowed(self, media_type: str | None) -> bool:
+        if media_type is None:
+            return self.allow_missing_content_type
+        return media_type in self._types_exact or media_type.startswith(self._types_prefix)
+
+    @staticmethod
+    def _target(res: FetchResult, url: str) -> _Target | None:
+        """The prepared URL, or None with ``res.error`` = invalid_url."""
+        try:
+            return _prepare_url(url)
+        except Exception as e:
+            res.error, res.error_detail = "invalid_url", str(e)
+            return None
+
+    def _resolve(self, res: FetchResult, host: str) -> str | None:
+        """The resolver's IP for ``host`` (blocking), or None with ``res``'s error set."""
+        try:
+            return self.resolver.resolve(host)
+        except ForbiddenAddressError as e:
+            res.error, res.error_detail = "forbidden_ip", str(e)
+        except DNSError as e:
+            res.error, res.error_detail = "dns", f"{e.kind}: {e}"
+        except Exception as e:  # a broken resolver must not break the no-raise contract
+            res.error, res.error_detail = "dns", repr(e)
+        return None
+
+    def _check_ip(self, res: FetchResult, host: str, ip: str) -> str | None:
+        """``ip`` if it may be connected to, else None with ``res``'s error (forbidden_ip)."""
+        res.ip = ip
+        forbidden = self._forbidden.get(ip)
+        if forbidden is None:
+            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
+        if forbidden:
+            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
+            return None
+        return ip
+
+    def _request_headers(self, host: str, port: int | None, default_port: int,
+                         extra_headers: Mapping[str, str] | None) -> dict[str, str]:
+        """The GET's headers: Host (with a port only when not the scheme's), our identity."""
+        host_header = host if port in (None, default_port) else f"{host}:{port}"
+        headers: dict[str, str] = {
+            "Host": host_header,
+            "User-Agent": self.user_agent,
+            "Accept": self.accept,
+            "Accept-Encoding": "gzip, deflate",
+            "Connection": "keep-alive",
+        }
+        if extra_headers:
+            headers = _merge_headers(headers, extra_headers)
+        return headers
+
+    def _head(self, res: FetchResult, status: int, reason: str, http_version: str,
+              headers: list[tuple[str, str]], location: str | None,
+              content_type: str | None, filter_types: bool) -> str:
+        """Record a response head in ``res``; READ, DRAIN (a redirect's body) or SKIP.
+
+        ``location``/``content_type``: the header's values joined with ", " (as urllib3's
+        ``HTTPHeaderDict.get`` gives them). Raises what requests raised for a bad redirect
+        Location (the caller makes it a fetch_error). SKIP sets content_type_skipped: the
+        caller drops the connection rather than download the body.
+        """
+        redirect = bool(location) and status in _REDIRECT_STATUSES
+        if redirect:
+            err = _redirect_location_error(location or "")
+            if err is not None:
+                raise err
+        res.status = status
+        res.reason = reason
+        res.http_version = http_version
+        res.headers = headers
+        res.content_type = _media_type(content_type)
+        if 300 <= status < 400:
+            res.location = location
+        elif filter_types and not self.content_type_allowed(res.content_type):
+            res.error = "content_type_skipped"
+            res.error_detail = f"content type {res.content_type!r} not allowed"
+            return SKIP
+        return DRAIN if redirect else READ
