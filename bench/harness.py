@@ -481,7 +481,7 @@ class Bench:
                     "--output", str(out), "--summary-json", str(out / "summary.json"),
                     "--no-progress", "--delay", str(self.delay_s), "--ip-concurrency", "0",
                     "--config", str(settings),
-                    "--set", "adaptive_delay_factor=0", *self.trawl_args()]
+                    "--set", "adaptive_delay_factor=0", *self.trawl_args(), *trawl_sets()]
             argv_holder["argv"] = argv
             return [argv]
 
@@ -492,6 +492,15 @@ class Bench:
         res["warc_bytes"] = sum(p.stat().st_size for p in (out / "warc").glob("*")) \
             if (out / "warc").exists() else 0
         return res
+
+
+def trawl_sets() -> list[str]:
+    """``--set`` arguments from ``--trawl-set`` (kept in the environment, so bench/internet.py
+    and every run see them): the same Trawl commit with one setting changed, for A/B runs."""
+    out: list[str] = []
+    for kv in json.loads(os.environ.get("TRAWL_BENCH_SET") or "[]"):
+        out += ["--set", kv]
+    return out
 
 
 def _monitor(url: str, counts: Counter[str]) -> None:
@@ -612,6 +621,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="extra short runs of the Redis users under MONITOR: exact client vs "
                          "Lua command counts (MONITOR slows Redis: not used for the timings)")
     ap.add_argument("--keep", action="store_true", help="keep bench/work/STAMP (logs, WARC)")
+    ap.add_argument("--trawl-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a crawl setting for Trawl's runs (repeatable), e.g. "
+                         "fetch_engine=threads")
     ap.add_argument("--no-prerender", action="store_true",
                     help="let the server render pages as they are asked for (~1 ms of its CPU "
                          "a page, on the crawlers' cores) instead of all before the runs")
@@ -623,6 +635,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> int:
     a = parse_args()
+    os.environ["TRAWL_BENCH_SET"] = json.dumps(a.trawl_set)
     rc = 0
     if a.web in ("zero", "all"):
         rc = run_zero(a, "" if a.web == "zero" else "zero-latency web: ")
@@ -718,7 +731,8 @@ def run_zero(a: argparse.Namespace, label: str = "") -> int:
     paired = paired_ratios(allruns)
     doc = {
         "when": stamp, "quick": a.quick, "trawl_source": str(ROOT),
-        "trawl_commit": os.environ.get("TRAWL_COMMIT", ""), "machine": {
+        "trawl_commit": os.environ.get("TRAWL_COMMIT", ""), "trawl_set": trawl_sets(),
+        "machine": {
             "cores": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version()},
         "sandbox": {**cfg.to_dict(), "seeds": len(web.seeds), "reachable_pages": n_pages,

@@ -44,6 +44,7 @@ from harness import (
     paired_ratios,
     print_ratios,
     reachable_pages,
+    trawl_sets,
 )
 
 HOSTS, PAGES_PER_HOST, IPS, DELAY_S = 5000, 20, 1000, 1.0
@@ -328,7 +329,7 @@ def run_internet(a: argparse.Namespace) -> int:
     paired = paired_ratios(allruns)
     doc = {
         "web": "internet", "when": stamp, "quick": a.quick, "trawl_source": str(ROOT),
-        "trawl_commit": os.environ.get("TRAWL_COMMIT", ""),
+        "trawl_commit": os.environ.get("TRAWL_COMMIT", ""), "trawl_set": trawl_sets(),
         "machine": {"cores": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version()},
         "sandbox": {**cfg.to_dict(), "latency_model": has_latency, "seeds": len(web.seeds),

@@ -30,6 +30,8 @@ E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
 ORDERINGS = ("bfs", "random", "indegree", "opic")
 #: URL-seen filter implementations (frontier/redisbloom.py).
 BLOOM_BACKENDS = ("auto", "lua", "redisbloom")
+#: How a worker runs its fetches (workers/runtime/engine.py, docs/fetch-engine.md).
+FETCH_ENGINES = ("loop", "threads")
 #: Media types a crawl downloads unless ``allowed_content_types`` says otherwise; also the
 #: default of a Fetcher built without a config (workers/fetch/fetcher.py).
 DEFAULT_CONTENT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
@@ -102,6 +104,11 @@ class CrawlConfig:
     #: see docs/fetch-engine.md. The worker raises its open-file limit to match
     #: (workers/runtime/fdlimit.py).
     fetch_concurrency: int = 2500
+    #: "loop": the fetches on one asyncio + aiohttp event loop, planning and parsing on
+    #: ``pipeline_threads`` threads; "threads": each URL on its own fetcher thread (urllib3).
+    fetch_engine: str = "loop"
+    #: Threads doing a "loop" engine's CPU work (plan, store, parse) and its Redis reads.
+    pipeline_threads: int = 4
 
     # --- robots.txt ----------------------------------------------------------------------
     #: How long a fetched robots.txt is obeyed before it is fetched again (24 h: RFC 9309
@@ -312,7 +319,7 @@ POSITIVE = (
     "read_timeout_s", "total_timeout_s", "max_body_bytes", "bloom_capacity", "max_redirects",
     "max_links_per_page", "robots_ttl_s", "partition_ttl_s", "fetch_concurrency",
     "lease_keep_s", "dns_timeout_s", "partition_sweep_s", "worker_redis_connections",
-    "warc_max_bytes",
+    "warc_max_bytes", "pipeline_threads",
 )
 #: Settings that must be >= 0 (0 turns a delay or a limit off, or is a valid count).
 NON_NEGATIVE = (
@@ -370,6 +377,8 @@ def _check_choices(cfg: CrawlConfig) -> None:
         raise _bad("bloom_backend", cfg.bloom_backend, f"one of {', '.join(BLOOM_BACKENDS)}")
     if cfg.ordering not in ORDERINGS:
         raise _bad("ordering", cfg.ordering, f"one of {', '.join(ORDERINGS)}")
+    if cfg.fetch_engine not in FETCH_ENGINES:
+        raise _bad("fetch_engine", cfg.fetch_engine, f"one of {', '.join(FETCH_ENGINES)}")
     if not cfg.namespace or any(c in cfg.namespace for c in "{} \t\n"):
         raise _bad("namespace", cfg.namespace, "must be non-empty, no braces/spaces")
     if not cfg.user_agent_contact.startswith(("http://", "https://", "mailto:")):

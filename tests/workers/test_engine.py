@@ -28,11 +28,12 @@ from tests.webs import SandboxWebs
 from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
 from workers.fetch.order import FetchOrder
-from workers.pipeline.lease import process_leases, run_lease
+from workers.pipeline.lease import process_leases
 from workers.runtime import context
 from workers.runtime.completion import apply_results
 from workers.runtime.engine import FetchEngine
 from workers.runtime.figures import read_engines
+from workers.runtime.jobs import Job
 
 SLOW_S = 2.0
 KEEP_S = 1.0  # lease_keep_s: shorter than the slow page, so only renewal keeps it
@@ -54,7 +55,11 @@ def env(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
     return Env(module_webs.shared(web_cfg), redis_server.url, tmp)
 
 
-def _crawl(env: Env, namespace: str, slow_url: str) -> tuple[Frontier, Lease, list[Lease]]:
+ENGINES = ("loop", "threads")
+
+
+def _crawl(env: Env, namespace: str, slow_url: str, engine: str = "loop"
+           ) -> tuple[Frontier, Lease, list[Lease]]:
     """A crawl seeded with one slow page and one page of each other host; robots.txt of
     every host already fetched. Returns the frontier, the slow page's lease and the others'."""
     web = env.web
@@ -64,7 +69,7 @@ def _crawl(env: Env, namespace: str, slow_url: str) -> tuple[Frontier, Lease, li
                       adaptive_delay_factor=0.0, allow_private_ips=True, soft404_probe=False,
                       static_hosts=web.resolver_map, lease_keep_s=KEEP_S,
                       connect_timeout_s=1.0, read_timeout_s=3.0, total_timeout_s=4.0,
-                      output_dir=str(env.tmp / namespace)).validate()
+                      fetch_engine=engine, output_dir=str(env.tmp / namespace)).validate()
     client = redis.Redis.from_url(env.redis_url)
     frontier = init_crawl(client, cfg, seeds)
     configure(env.redis_url, namespace)
@@ -100,13 +105,14 @@ def _watch(frontier: Frontier, slow: Lease, fast: list[Lease], reap_at_s: float
     return fast_done_at, reaped >= 0, reaped
 
 
-def test_urls_of_a_task_complete_one_by_one_and_stay_leased(env: Env) -> None:
+@pytest.mark.parametrize("engine_kind", ENGINES)
+def test_urls_of_a_task_complete_one_by_one_and_stay_leased(env: Env, engine_kind: str) -> None:
     slow_urls = env.web.site.slow_urls()
     assert len({host_of(u) for u in slow_urls}) >= 2, slow_urls
 
     # The engine: the whole task in one submit (one hand-over, as a Celery task does).
-    frontier, slow, fast = _crawl(env, "eng1", slow_urls[0])
-    ctx = context.get_context(env.redis_url, "eng1")
+    frontier, slow, fast = _crawl(env, f"eng-{engine_kind}", slow_urls[0], engine_kind)
+    ctx = context.get_context(env.redis_url, f"eng-{engine_kind}")
     engine = FetchEngine(ctx, capacity=32)
     try:
         orders = [FetchOrder(le) for le in (slow, *fast)]
@@ -129,8 +135,8 @@ def test_urls_of_a_task_complete_one_by_one_and_stay_leased(env: Env) -> None:
     assert [f.worker for f in seen] == [published.worker] and seen[0].capacity == 32
 
     # Negative control, the old task: fetched one after another, one deadline for all.
-    frontier, slow, fast = _crawl(env, "seq1", slow_urls[1])
-    ctx = context.get_context(env.redis_url, "seq1")
+    frontier, slow, fast = _crawl(env, f"seq-{engine_kind}", slow_urls[1])
+    ctx = context.get_context(env.redis_url, f"seq-{engine_kind}")
     try:
         items = [(le, None) for le in (slow, *fast)]
         assert all(frontier.begin([le for le, _ in items], KEEP_S, stagger=False))
@@ -148,29 +154,31 @@ def test_urls_of_a_task_complete_one_by_one_and_stay_leased(env: Env) -> None:
     assert reaped == len(items)  # and nobody kept the leases alive: all re-queued
 
 
-def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env) -> None:
+@pytest.mark.parametrize("engine_kind", ENGINES)
+def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env, engine_kind: str
+                                                               ) -> None:
     """A URL that waited for a slot longer than its lease could be kept (the keeper could not
     renew it: Redis out of reach) may already be another worker's: it is dropped, not fetched
     twice. Its lease comes back through the reaper."""
-    from workers.runtime.engine import _Job
-
     slow_urls = env.web.site.slow_urls()
-    _frontier, _slow, fast = _crawl(env, "lapse1", slow_urls[2 % len(slow_urls)])
-    ctx = context.get_context(env.redis_url, "lapse1")
+    ns = f"lapse-{engine_kind}"
+    _frontier, _slow, fast = _crawl(env, ns, slow_urls[2 % len(slow_urls)], engine_kind)
+    ctx = context.get_context(env.redis_url, ns)
     engine = FetchEngine(ctx, capacity=4)
     try:
-        lapsed = _Job(FetchOrder(fast[0]), renewed=time.monotonic() - 2 * KEEP_S)
-        current = _Job(FetchOrder(fast[1]), renewed=time.monotonic())
+        time.sleep(0.3)  # the server flushes its log every 0.1 s: earlier requests first
+        before = len(env.web.read_log())
+        # (in the engine just before they start: the keeper must not renew the lapsed one)
+        lapsed = Job(FetchOrder(fast[0]), renewed=time.monotonic() - 2 * KEEP_S)
+        current = Job(FetchOrder(fast[1]), renewed=time.monotonic())
         with engine._lock:
             engine._jobs[id(lapsed)] = lapsed
             engine._jobs[id(current)] = current
         engine._slots.acquire()
         engine._slots.acquire()
-        time.sleep(0.3)  # the server flushes its log every 0.1 s: earlier requests first
-        before = len(env.web.read_log())
-        engine._run(lapsed)
-        engine._run(current)
-        time.sleep(0.5)
+        engine.runner.start(lapsed)
+        engine.runner.start(current)
+        time.sleep(0.8)
         pages = {(e.host, e.path) for e in env.web.read_log()[before:]}
     finally:
         engine.close(5.0)
@@ -184,53 +192,51 @@ def test_a_url_whose_lease_lapsed_while_waiting_is_not_fetched(env: Env) -> None
     assert page(fast[0]) not in pages  # the lapsed one was not
 
 
-def _ended_early(env: Env, namespace: str, slow_url: str, abort: bool) -> tuple[float, Any]:
-    """Fetch the slow page on an engine thread, reap its lease 0.3 s in (as the partition
-    owner's reaper does once a lease runs out) and return how long the fetch took and its
-    result."""
-    from workers.runtime.engine import _Job
-
-    frontier, slow, _fast = _crawl(env, namespace, slow_url)
+def _ended_early(env: Env, namespace: str, slow_url: str, abort: bool, engine_kind: str
+                 ) -> tuple[float, Any]:
+    """Fetch the slow page in an engine, reap its lease 0.3 s in (as the partition owner's
+    reaper does once a lease runs out) and return how long the fetch took and its result:
+    the engine's own keeper finds the lease gone and (with ``abort``) ends the fetch."""
+    frontier, slow, _fast = _crawl(env, namespace, slow_url, engine_kind)
     ctx = context.get_context(env.redis_url, namespace)
     engine = FetchEngine(ctx, capacity=4)
     engine.abort_lapsed_fetches = abort
     out: dict[str, Any] = {}
+    done = threading.Event()
+
+    def finished(job: Job, result: Any) -> None:  # instead of the completer's write-back
+        out["result"], out["took"] = result, time.monotonic() - t0
+        engine.forget([job])
+        done.set()
+
+    engine.finished = finished  # type: ignore[method-assign]
     try:
         assert frontier.begin([slow], KEEP_S, stagger=False) == [True]
-        job = _Job(FetchOrder(slow), renewed=time.monotonic())
-        with engine._lock:
-            engine._jobs[id(job)] = job
-        engine._slots.acquire()
-
-        def run() -> None:
-            t0 = time.monotonic()
-            out["result"] = run_lease(ctx, job.order.lease, job.order.ip)
-            out["took"] = time.monotonic() - t0
-            engine._forget([job])
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        job.thread, job.started = thread.ident or 0, time.monotonic()
+        t0 = time.monotonic()
+        engine.submit([FetchOrder(slow)])
         time.sleep(0.3)
         assert frontier.reap(now=time.time() + 10 * KEEP_S) == 1  # the lease is gone
-        thread.join(SLOW_S + 5)
+        assert done.wait(SLOW_S + 5)
     finally:
         engine.close(5.0)
         context.close_context()
     return out["took"], out["result"]
 
 
-def test_a_fetch_whose_lease_lapses_is_ended(env: Env) -> None:
+@pytest.mark.parametrize("engine_kind", ENGINES)
+def test_a_fetch_whose_lease_lapses_is_ended(env: Env, engine_kind: str) -> None:
     """A fetch must not outlive its lease: once the lease is gone (reaped) or can no longer
     be renewed (Redis out of reach), another worker may be given the host. The keeper ends
     the fetch; without it the slow page runs its full SLOW_S."""
     slow_urls = env.web.site.slow_urls()
-    took, result = _ended_early(env, "abort1", slow_urls[3 % len(slow_urls)], abort=True)
+    took, result = _ended_early(env, f"abort1-{engine_kind}", slow_urls[3 % len(slow_urls)],
+                                True, engine_kind)
     assert took < SLOW_S / 2, took
     assert result.counters["err:aborted"] == 1
     assert result.completion.outcome is Outcome.RETRY  # comes back, if the lease still were
 
     # Negative control: the same with the keeper's abort switched off.
-    took, result = _ended_early(env, "abort2", slow_urls[4 % len(slow_urls)], abort=False)
+    took, result = _ended_early(env, f"abort2-{engine_kind}", slow_urls[4 % len(slow_urls)],
+                                False, engine_kind)
     assert took >= SLOW_S * 0.9, took
     assert result.completion.outcome is Outcome.FETCHED and not result.counters["err:aborted"]

@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
@@ -47,6 +48,22 @@ def load_config(client: redis.Redis, namespace: str, url: str = "") -> CrawlConf
     return CrawlConfig.from_json(raw.decode())
 
 
+def fetcher_settings(cfg: CrawlConfig) -> dict[str, Any]:
+    """The crawl's limits and trust for a fetcher (``Fetcher`` and ``AsyncFetcher`` alike)."""
+    return dict(
+        connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s,
+        total_timeout_s=cfg.total_timeout_s, max_bytes=cfg.max_body_bytes,
+        allowed_content_types=tuple(cfg.allowed_content_types),
+        allow_private=cfg.allow_private_ips,
+        # One request per host at a time, so one kept-alive connection per host; keep the
+        # connections of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
+        # each every few seconds) so keep-alive survives between their fetches. Internal
+        # sizing that follows from the politeness rule, so not settings.
+        pool_connections=max(1000, KEPT_POOLS_PER_SLOT * cfg.fetch_concurrency),
+        extra_ca=cfg.ca_bundle or None,
+    )
+
+
 class WorkerContext:
     """Everything a worker process holds for the crawl; it is the pipeline's
     :class:`workers.pipeline.services.PipelineServices`."""
@@ -73,20 +90,7 @@ class WorkerContext:
         self.max_url_length = cfg.max_url_length or DEFAULT_MAX_LENGTH
         self.resolver = worker_resolver(cfg)
         self.user_agent = user_agent(cfg.user_agent_contact)
-        self.fetcher = Fetcher(
-            self.resolver, self.user_agent,
-            connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s,
-            total_timeout_s=cfg.total_timeout_s, max_bytes=cfg.max_body_bytes,
-            allowed_content_types=tuple(cfg.allowed_content_types),
-            allow_private=cfg.allow_private_ips,
-            # One request per host at a time, so one kept-alive connection per host; keep the
-            # pools of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
-            # each every few seconds) so keep-alive survives between their fetches. Internal
-            # sizing that follows from the politeness rule, so not settings.
-            pool_maxsize=2,
-            pool_connections=max(1000, KEPT_POOLS_PER_SLOT * cfg.fetch_concurrency),
-            extra_ca=cfg.ca_bundle or None,
-        )
+        self.fetcher = Fetcher(self.resolver, self.user_agent, **fetcher_settings(cfg))
         self.hosts = HostVerdicts(self.frontier, cfg.host_cache_local_ttl_s)
         self.dedup = DedupService(self.client, cfg.namespace, cfg.dedup_config())
         out = Path(cfg.output_dir)

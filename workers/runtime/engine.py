@@ -2,12 +2,15 @@
 
 The real web answers in hundreds of milliseconds, mostly waiting; a worker that fetched a
 task's URLs one after another (as Trawl did) kept each host leased for the whole task and
-spent its time idle. Here every handed-over URL runs on its own thread (a fetcher thread, as
-in Heritrix, Nutch and StormCrawler; docs/fetch-engine.md measures this against asyncio +
-aiohttp), up to ``capacity`` at once. When a page is done (fetched, stored, parsed) it goes
-to the *completer*, which writes finished pages back in batches (one near-duplicate round
-trip and two pipelines per batch, as a task did) after at most ``LINGER_S``: a host is free
-again as soon as its own page is done, whatever the other hosts of its task are doing.
+spent its time idle. Here up to ``capacity`` handed-over URLs are in the engine at once, run
+by one of two runners (the crawl's ``fetch_engine``): ``loop`` (``loop_runner``: all fetches
+on one asyncio + aiohttp event loop, the CPU work on a few threads) or ``threads``
+(``thread_runner``: a fetcher thread per URL, as in Heritrix, Nutch and StormCrawler);
+docs/fetch-engine.md measures one against the other. When a page is done (fetched, stored,
+parsed) it goes to the *completer*, which writes finished pages back in batches (one
+near-duplicate round trip and two pipelines per batch, as a task did) after at most
+``LINGER_S``: a host is free again as soon as its own page is done, whatever the other hosts
+of its task are doing.
 
 A *lease keeper* renews the deadline of every lease in the engine to now + ``lease_keep_s``
 every third of it, so a worker that dies strands its URLs for about ``lease_keep_s`` (the
@@ -20,17 +23,18 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 
-from workers.fetch import abort_fetch_in_thread
 from workers.fetch.order import FetchOrder
-from workers.pipeline.lease import LeaseResult, finish_pending, run_lease
+from workers.pipeline.lease import LeaseResult, finish_pending
 from workers.runtime.completion import apply_results
 from workers.runtime.fdlimit import fit_capacity_to_fd_limit
 from workers.runtime.figures import PUBLISH_S, CpuMeter, EngineFigures, publish_figures
+from workers.runtime.jobs import Job, TokenGate
+from workers.runtime.loop_runner import LoopRunner
+from workers.runtime.thread_runner import ThreadRunner
 
 log = logging.getLogger(__name__)
 
@@ -43,40 +47,6 @@ LINGER_S = 0.1
 COMPLETERS = 1
 #: A write-back batch holds at most this many pages.
 FLUSH_BATCH = 64
-#: Fetcher threads get this much stack (CPython's default is the 8 MiB of ulimit -s; lxml and
-#: our code need far less, and a thousand threads then reserve 256 MiB, not 8 GiB).
-THREAD_STACK_BYTES = 1024 * 1024
-
-
-class TokenGate:
-    """A counting semaphore on ``queue.SimpleQueue`` (C): acquire and release cost no Python
-    Condition, and waiters block without holding the GIL."""
-
-    def __init__(self, tokens: int) -> None:
-        self._tokens: queue.SimpleQueue[None] = queue.SimpleQueue()
-        for _ in range(tokens):
-            self._tokens.put(None)
-
-    def acquire(self) -> None:
-        self._tokens.get()
-
-    def release(self) -> None:
-        self._tokens.put(None)
-
-
-@dataclass(slots=True)
-class _Job:
-    order: FetchOrder
-    #: time.monotonic() when its thread took it (0.0: waiting for a free slot)
-    started: float = 0.0
-    #: time.monotonic() when its lease was last known current (begin, then each renewal)
-    renewed: float = 0.0
-    #: the keeper found its lease expired (reaped): it must not be fetched
-    stale: bool = False
-    #: ident of the fetcher thread running it (0: not started)
-    thread: int = 0
-    #: the keeper ended its fetch because its lease lapsed
-    aborted: bool = False
 
 
 class FetchEngine:
@@ -86,12 +56,9 @@ class FetchEngine:
         self.ctx = ctx
         self.capacity = max(1, capacity)
         self._slots = TokenGate(self.capacity)
-        #: Jobs for the fetcher threads; None tells a thread to exit.
-        self._work: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
-        self._done: queue.SimpleQueue[tuple[_Job, LeaseResult]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[Job, LeaseResult]] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._jobs: dict[int, _Job] = {}
+        self._jobs: dict[int, Job] = {}
         self._closing = threading.Event()
         self.completed = 0
         self._cpu = CpuMeter()
@@ -110,56 +77,33 @@ class FetchEngine:
         for thread in self._completers:
             thread.start()
         self._keeper.start()
+        self.runner: ThreadRunner | LoopRunner = (
+            ThreadRunner(self) if ctx.config.fetch_engine == "threads" else LoopRunner(self))
 
     # -- hand-over -----------------------------------------------------------------------
     def submit(self, orders: list[FetchOrder]) -> None:
         """Start ``orders``; blocks while ``capacity`` fetches are in the engine. Their
         leases are kept alive from now on, also while they wait for a slot."""
         now = time.monotonic()
-        jobs = [_Job(order, renewed=now) for order in orders]
+        jobs = [Job(order, renewed=now) for order in orders]
         with self._lock:
             for job in jobs:
                 self._jobs[id(job)] = job
         for job in jobs:
             self._slots.acquire()
             if self._closing.is_set():  # the lease expires and the URL comes back
-                self._forget([job])
+                self.forget([job])
                 continue
-            self._spawn()
-            self._work.put(job)
-
-    def _spawn(self) -> None:
-        """At least as many fetcher threads as URLs in the engine, so no job waits for a
-        thread. Threads are kept (an idle one blocks in SimpleQueue.get, in C); a hand-made
-        pool because ThreadPoolExecutor's idle bookkeeping (a Python semaphore per job) cost
-        ~5% of a worker's CPU at a thousand threads (py-spy, bench/run --quick)."""
-        with self._lock:
-            if len(self._threads) >= min(self.capacity, len(self._jobs)):
-                return
-            old = threading.stack_size()
-            threading.stack_size(THREAD_STACK_BYTES)
-            try:
-                thread = threading.Thread(target=self._fetcher, daemon=True,
-                                          name=f"trawl-fetch-{len(self._threads)}")
-                thread.start()
-            finally:
-                threading.stack_size(old)
-            self._threads.append(thread)
-
-    def _fetcher(self) -> None:
-        while True:
-            job = self._work.get()
-            if job is None:
-                return
-            self._run(job)
+            self.runner.start(job)
 
     @property
     def in_engine(self) -> int:
         """URLs handed over and not yet written back (fetching, waiting, completing)."""
         return len(self._jobs)
 
-    def _run(self, job: _Job) -> None:
-        job.thread = threading.get_ident()
+    def take(self, job: Job) -> bool:
+        """A runner starts ``job``: True if it may be fetched, False (and forgotten) if its
+        lease may have expired while it waited."""
         job.started = time.monotonic()
         cfg = self.ctx.config
         # Start only with time left on the lease for a good part of a fetch; one that runs on
@@ -172,13 +116,12 @@ class FetchEngine:
             self.skipped_stale += 1
             log.warning("lease of %s expired while it waited for a slot: not fetched",
                         job.order.lease.entry.url)
-            self._forget([job])
-            return
-        try:
-            result = run_lease(self.ctx, job.order.lease, job.order.ip)
-        except BaseException:  # run_lease catches Exception; this is a thread being torn down
-            self._forget([job])
-            raise
+            self.forget([job])
+            return False
+        return True
+
+    def finished(self, job: Job, result: LeaseResult) -> None:
+        """A runner is done with ``job``: its result goes to the completer."""
         self._done.put((job, result))
 
     # -- write-back ------------------------------------------------------------------------
@@ -201,7 +144,7 @@ class FetchEngine:
                     break
             self._write_back(batch)
 
-    def _write_back(self, batch: list[tuple[_Job, LeaseResult]]) -> None:
+    def _write_back(self, batch: list[tuple[Job, LeaseResult]]) -> None:
         items = [(job.order.lease, job.order.ip) for job, _ in batch]
         results = [res for _, res in batch]
         give_up = time.monotonic() + self.ctx.config.fetch_lease_s
@@ -227,9 +170,9 @@ class FetchEngine:
                               "URLs are fetched again", len(batch))
                 break
         self.completed += len(batch)
-        self._forget([job for job, _ in batch])
+        self.forget([job for job, _ in batch])
 
-    def _forget(self, jobs: list[_Job]) -> None:
+    def forget(self, jobs: list[Job]) -> None:
         with self._lock:
             for job in jobs:
                 self._jobs.pop(id(job), None)
@@ -290,14 +233,14 @@ class FetchEngine:
         now = time.monotonic()
         limit_s = self.ctx.config.lease_keep_s / 2
         with self._lock:
-            lapsed = [j for j in self._jobs.values() if j.thread and not j.aborted
+            lapsed = [j for j in self._jobs.values() if j.abort and not j.aborted
                       and (j.stale or now - j.renewed > limit_s)]
         ended = 0
         for job in lapsed:
             job.aborted = True
             why = (f"lease lapsed: not renewed for {now - job.renewed:.1f} s "
                    f"(lease_keep_s {self.ctx.config.lease_keep_s})")
-            if abort_fetch_in_thread(job.thread, why):
+            if job.abort is not None and job.abort(why):
                 ended += 1
                 log.warning("fetch of %s ended: %s", job.order.lease.entry.url, why)
         self.aborted_lapsed += ended
@@ -325,8 +268,7 @@ class FetchEngine:
             time.sleep(0.05)
         for thread in self._completers:
             thread.join(max(0.1, deadline - time.monotonic()))
-        for _ in self._threads:
-            self._work.put(None)
+        self.runner.close()
         if self._jobs:
             log.warning("%d fetches unfinished at shutdown: their leases expire and the URLs "
                         "come back", len(self._jobs))
