@@ -250,3 +250,66 @@ def test_pool_connections_bounds_idle_connections(srv: Server) -> None:
 
     assert conns_for_a(3) == 1
     assert conns_for_a(2) == 2
+
+
+def _dropping_server() -> tuple[socket.socket, list[int]]:
+    """A keep-alive server that answers the first request and closes the connection under
+    every later one, unanswered (as a server with a short idle timeout does). Counts the
+    requests it read."""
+    lsock = socket.create_server(("127.0.0.1", 0))
+    seen: list[int] = []
+
+    def serve_conn(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while True:
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    data += chunk
+                _, _, data = data.partition(b"\r\n\r\n")
+                seen.append(1)
+                if len(seen) > 1:
+                    return
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_conn, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lsock, seen
+
+
+@pytest.mark.parametrize("retry_on", [False, True], ids=["ours", "aiohttp-default"])
+def test_a_failed_request_is_not_sent_again(retry_on: bool) -> None:
+    """A request whose kept-alive connection fails under it reaches the host once: a retry
+    is the frontier's (after the backoff), not the HTTP client's at once, which would be a
+    second request to the host with no delay. Negative control: aiohttp's default."""
+    lsock, seen = _dropping_server()
+    url = f"http://bar.sandbox.test:{lsock.getsockname()[1]}/x"
+
+    async def run() -> tuple[Any, Any]:
+        f = _aio()
+        if retry_on:
+            f._get_session()._retry_connection = True
+        try:
+            return await f.fetch(url, ip="127.0.0.1"), await f.fetch(url, ip="127.0.0.1")
+        finally:
+            await f.close()
+
+    try:
+        first, second = asyncio.run(run())
+    finally:
+        lsock.close()
+    assert first.ok
+    if retry_on:
+        assert len(seen) == 3
+        return
+    assert len(seen) == 2, len(seen)
+    assert second.error == "connection_reset" and second.status is None
