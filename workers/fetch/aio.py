@@ -31,7 +31,7 @@ from workers.dns.resolver import Resolver
 from .aio_body import decoder_for, drain, read_body
 from .aio_errors import classify_aio, detail_of
 from .prepare import _hostname
-from .request import DRAIN, SKIP, _FetchBase
+from .request import BodyAction, _FetchBase
 from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult, truncation_of
 from .tls import client_context
 
@@ -297,9 +297,9 @@ class AsyncFetcher(_FetchBase):
         head = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
         action = self._head(res, resp.status, resp.reason or "", version, head, location, ctype,
                             filter_types)
-        if action == SKIP:
+        if action is BodyAction.SKIP:
             return False
-        if action == DRAIN:
+        if action is BodyAction.DRAIN:
             await drain(resp, max_bytes)
             return True
         encoding = ", ".join(rh.getall("Content-Encoding", ())) or None

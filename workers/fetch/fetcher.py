@@ -18,7 +18,7 @@ from .classify import _classify
 from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
 from .prepare import _hostname
-from .request import DRAIN, SKIP, _FetchBase
+from .request import BodyAction, _FetchBase
 from .response import _HTTP_VERSIONS, _discard, _drain, _read_body
 from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult, truncation_of
 from .tls import pool_tls_kwargs
@@ -230,9 +230,9 @@ class Fetcher(_FetchBase):
             res, resp.status, resp.reason or "", _HTTP_VERSIONS.get(resp.version, "HTTP/1.1"),
             [(str(k), str(v)) for k, v in msg.raw_items()], rheaders.get("Location"),
             rheaders.get("Content-Type"), filter_types)
-        if action == SKIP:
+        if action is BodyAction.SKIP:
             _discard(resp)  # drop the connection rather than download the body
-        elif action == DRAIN:
+        elif action is BodyAction.DRAIN:
             # requests consumed and dropped a redirect's body (body b""); we do the same,
             # but undecoded and only up to the cap, else drop the connection.
             _drain(resp, max_bytes)

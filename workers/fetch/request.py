@@ -8,6 +8,7 @@ same request to the same checked IP and read a response head into the same
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Mapping
 
 from frontier.memo import BoundedMemo
@@ -19,8 +20,14 @@ from .result import FetchResult
 
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 
-#: What a response head says to do with its body (see :meth:`_FetchBase._head`).
-READ, DRAIN, SKIP = "read", "drain", "skip"
+class BodyAction(enum.Enum):
+    """What a response head says to do with its body (see :meth:`_FetchBase._head`)."""
+
+    READ = "read"
+    #: a redirect's body: read undecoded up to the cap and dropped
+    DRAIN = "drain"
+    #: a media type the crawl does not download: the connection is dropped instead
+    SKIP = "skip"
 
 
 class _FetchBase:
@@ -102,12 +109,12 @@ class _FetchBase:
 
     def _head(self, res: FetchResult, status: int, reason: str, http_version: str,
               headers: list[tuple[str, str]], location: str | None,
-              content_type: str | None, filter_types: bool) -> str:
-        """Record a response head in ``res``; READ, DRAIN (a redirect's body) or SKIP.
+              content_type: str | None, filter_types: bool) -> BodyAction:
+        """Record a response head in ``res``; what to do with the body.
 
         ``location``/``content_type``: the header's values joined with ", " (as urllib3's
         ``HTTPHeaderDict.get`` gives them). Raises what requests raised for a bad redirect
-        Location (the caller makes it a fetch_error). SKIP sets content_type_skipped: the
+        Location (the caller makes it a fetch_error). ``SKIP`` sets content_type_skipped: the
         caller drops the connection rather than download the body.
         """
         redirect = bool(location) and status in _REDIRECT_STATUSES
@@ -125,5 +132,5 @@ class _FetchBase:
         elif filter_types and not self.content_type_allowed(res.content_type):
             res.error = "content_type_skipped"
             res.error_detail = f"content type {res.content_type!r} not allowed"
-            return SKIP
-        return DRAIN if redirect else READ
+            return BodyAction.SKIP
+        return BodyAction.DRAIN if redirect else BodyAction.READ
