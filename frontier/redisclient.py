@@ -22,8 +22,10 @@ of the URL, which redis-py lets win) override any of these.
 from __future__ import annotations
 
 import functools
+import re
 import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import hiredis
 import redis
@@ -116,6 +118,24 @@ def fast_packing(base: type[AbstractConnection]) -> type[AbstractConnection]:
     return type(f"FastPacking{base.__name__}", (_FastPacking, base), {})
 
 
+#: What ``redacted`` puts in place of a password.
+MASK = "***"
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:password|ssl_password)=)[^&#]*")
+
+
+def redacted(url: str) -> str:
+    """``url`` fit for a message or a log: its password (``user:PASSWORD@`` or a
+    ``password=`` query parameter) replaced by ``***``, the rest as it was."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:
+        return MASK if "@" in url else url
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        url = url.replace(netloc, f"{userinfo.partition(':')[0]}:{MASK}@{hostport}", 1)
+    return _QUERY_SECRET.sub(lambda m: m.group(1) + MASK, url)
+
+
 def is_cluster_url(url: str) -> bool:
     return url.startswith(tuple(CLUSTER_SCHEMES))
 
@@ -131,7 +151,8 @@ def client_from_url(url: str, max_connections: int | None = None, **kw: Any) -> 
             opts = {"connection_class": fast_packing(base), **state_options(cluster=True), **kw}
             return RedisCluster.from_url(plain + url[len(scheme):], **opts)  # type: ignore[return-value]
     if not url.startswith(SCHEMES):
-        raise ValueError(f"not a redis://, rediss://, unix:// or redis-cluster:// URL: {url!r}")
+        raise ValueError("not a redis://, rediss://, unix:// or redis-cluster:// URL: "
+                         f"{redacted(url)!r}")
     opts = {**state_options(), **kw}
     if url.startswith("unix://"):  # no TCP socket: keepalive options do not apply
         opts.pop("socket_keepalive", None)

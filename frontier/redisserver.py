@@ -14,6 +14,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -51,7 +52,7 @@ class EmbeddedRedis:
 
     def __init__(self, data_dir: str | Path, port: int | None = None, appendonly: bool = False,
                  extra_args: list[str] | None = None, host: str = "127.0.0.1",
-                 redisbloom: bool = True) -> None:
+                 redisbloom: bool = True, password: str | None = None) -> None:
         # Absolute: redis-server changes into --dir before it opens --logfile, so a relative
         # path (the demo's default trawl-demo-out/) would name a log file that is not there.
         self.data_dir = Path(data_dir).resolve()
@@ -59,6 +60,10 @@ class EmbeddedRedis:
         self.port = port
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
+        #: ``requirepass``: clients must AUTH (in the URL as ``redis://:PASSWORD@...``).
+        self.password = password
+        if password:
+            self.extra_args += ["--requirepass", password]
         module = module_path() if redisbloom else None
         if module:
             self.extra_args += ["--loadmodule", module]
@@ -66,7 +71,8 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        auth = f":{quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{self.host}:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -89,7 +95,8 @@ class EmbeddedRedis:
                 if self.proc.poll() is not None:
                     break
                 try:
-                    redis.Redis(host=self.host, port=port, socket_timeout=1).ping()
+                    redis.Redis(host=self.host, port=port, password=self.password,
+                                socket_timeout=1).ping()
                     return self
                 except redis.ConnectionError:
                     time.sleep(0.02)

@@ -21,7 +21,7 @@ from frontier.config import ConfigError, CrawlConfig
 from frontier.counters import ERRORS, SUMMARY_TOTALS, Shown, accounted, shown_in
 from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.keys import Keys, host_name, task_queue
-from frontier.redisclient import client_from_url
+from frontier.redisclient import client_from_url, redacted
 from frontier.urls import InvalidURL, canonicalize, host_of
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ def connect(url: str) -> redis.Redis:
         client = client_from_url(url, socket_connect_timeout=5)
         client.ping()
     except (redis.RedisError, ValueError) as exc:
-        raise ConfigError(E_REDIS.format(url=url, why=exc)) from exc
+        raise ConfigError(E_REDIS.format(url=redacted(url), why=exc)) from exc
     return client
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from frontier.config import ORDERINGS, ConfigError, CrawlConfig
 from frontier.keys import task_queue
-from frontier.redisclient import is_cluster_url
+from frontier.redisclient import is_cluster_url, redacted
 from workers.cli.flower import add_flower_arguments, cmd_flower
 
 log = logging.getLogger("trawl")
@@ -279,7 +279,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from workers.runtime.context import load_config
 
     client = connect(args.redis)
-    config = load_config(client, args.namespace, args.redis)  # fail fast, before Celery
+    config = load_config(client, args.namespace, redacted(args.redis))  # fail fast, before Celery
     app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events,
                     broker_url=args.broker)
     from celery.signals import worker_ready, worker_shutdown
@@ -322,7 +322,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
     client = connect(args.redis)
     while True:
         try:
-            config = load_config(client, args.namespace, args.redis)
+            config = load_config(client, args.namespace, redacted(args.redis))
             break
         except ConfigError as exc:
             if not args.forever:
@@ -350,7 +350,7 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
     raw = list(args.urls) + (Path(args.file).read_text().splitlines() if args.file else [])
     client = connect(args.redis)
-    frontier = Frontier(client, load_config(client, args.namespace, args.redis))
+    frontier = Frontier(client, load_config(client, args.namespace, redacted(args.redis)))
     n = admit_seeds(frontier, canonical_seeds(raw))
     print(f"admitted {n} new URLs ({len(raw) - n} already seen or blank)")
     return 0

@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 from frontier.counters import ERRORS, STATUS_COLUMNS, errors
 from frontier.frontier import Frontier
+from frontier.redisclient import redacted
 from workers.cli.crawl import connect
 from workers.cli.load import measure
 from workers.runtime.context import load_config
@@ -17,7 +18,7 @@ def print_status(redis_url: str, namespace: str, as_json: bool = False,
                  per_partition: bool = False) -> int:
     """Print the status of crawl ``namespace`` (a table, or one JSON object)."""
     client = connect(redis_url)
-    frontier = Frontier(client, load_config(client, namespace, redis_url))
+    frontier = Frontier(client, load_config(client, namespace, redacted(redis_url)))
     parts = frontier.partition_stats()
     totals = frontier.stats()
     started = float(client.get(frontier.keys.started) or time.time())
