@@ -22,7 +22,7 @@ from frontier.config import ConfigError, CrawlConfig
 from frontier.frontier import Frontier
 from frontier.keys import Keys
 from frontier.memo import BoundedMemo
-from frontier.redisclient import client_from_url
+from frontier.redisclient import client_from_url, redacted
 from frontier.scope import Scope
 from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
 from frontier.useragent import user_agent
@@ -44,7 +44,7 @@ E_NO_CRAWL = (
 def load_config(client: redis.Redis, namespace: str, url: str = "") -> CrawlConfig:
     raw = client.get(Keys(namespace).config)
     if raw is None:
-        raise ConfigError(E_NO_CRAWL.format(ns=namespace, url=url))
+        raise ConfigError(E_NO_CRAWL.format(ns=namespace, url=redacted(url)))
     return CrawlConfig.from_json(raw.decode())
 
 
