@@ -20,7 +20,6 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urljoin
 
 import aiohttp
 from yarl import URL
@@ -30,9 +29,8 @@ from workers.dns.resolver import Resolver
 
 from .aio_body import decoder_for, drain, read_body
 from .aio_errors import classify_aio, detail_of
-from .prepare import _hostname
-from .request import BodyAction, _FetchBase
-from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult, truncation_of
+from .request import BodyAction, RobotsHops, _FetchBase
+from .result import ROBOTS_FETCH_BYTES, FetchResult, truncation_of
 from .tls import client_context
 
 #: asyncio gives every TLS connection a read buffer of ``SSLProtocol.max_size`` (256 KiB in
@@ -169,31 +167,14 @@ class AsyncFetcher(_FetchBase):
     async def fetch_robots(self, url: str, ip: str | None = None, hop_delay_s: float = 0.0,
                            control: FetchControl | None = None) -> FetchResult:
         """GET a robots.txt, following up to 5 redirects: as ``Fetcher.fetch_robots``."""
-        first_host = _hostname(url)
-        chain: list[str] = []
-        started = time.time()
-        elapsed = 0.0
-        current = url
+        hops = RobotsHops(url, ip)
         while True:
-            hop_ip = ip if _hostname(current) == first_host else None
-            res = await self._fetch(current, hop_ip, None, ROBOTS_FETCH_BYTES, False, False,
-                                    control)
-            elapsed += res.elapsed_s
-            if not res.is_redirect or res.error is not None:
-                break
-            assert res.location is not None
-            if len(chain) >= ROBOTS_MAX_REDIRECTS:
-                res.error = "too_many_redirects"
-                res.error_detail = f"more than {ROBOTS_MAX_REDIRECTS} redirects"
-                break
-            chain.append(current)
-            current = urljoin(current, res.location.strip())
+            res = await self._fetch(hops.current, hops.ip, None, ROBOTS_FETCH_BYTES, False,
+                                    False, control)
+            if not hops.follow(res):
+                return hops.result(res)
             if hop_delay_s > 0:
                 await asyncio.sleep(hop_delay_s)
-        res.redirects = chain
-        res.started_at = started
-        res.elapsed_s = elapsed
-        return res
 
     # -- internals -------------------------------------------------------------------------
     async def _fetch(self, url: str, ip: str | None, extra_headers: Mapping[str, str] | None,

@@ -16,21 +16,14 @@ import aiohttp
 from aiohttp import http_exceptions as hx
 
 from .aio_body import BodyDecodeError
+from .classify import exception_chain
+
+#: Where aiohttp keeps the exception it wraps, besides ``__cause__`` and ``args``.
+_LINKS = ("os_error", "certificate_error")
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    todo: list[BaseException] = [exc]
-    while todo and len(seen) < 20:
-        e = todo.pop(0)
-        if any(e is s for s in seen):
-            continue
-        seen.append(e)
-        for nxt in (getattr(e, "os_error", None), getattr(e, "certificate_error", None),
-                    e.__cause__, e.__context__, *e.args):
-            if isinstance(nxt, BaseException):
-                todo.append(nxt)
-    return seen
+    return exception_chain(exc, _LINKS)
 
 
 def classify_aio(exc: BaseException) -> str:

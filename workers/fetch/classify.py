@@ -14,7 +14,10 @@ import ssl
 import urllib3.exceptions
 
 
-def _chain(exc: BaseException) -> list[BaseException]:
+def exception_chain(exc: BaseException,
+                    links: tuple[str, ...] = ("reason",)) -> list[BaseException]:
+    """``exc`` and every exception it wraps (through the attributes ``links``, ``__cause__``,
+    ``__context__`` and ``args``), breadth first, at most 20."""
     seen: list[BaseException] = []
     todo: list[BaseException] = [exc]
     while todo and len(seen) < 20:
@@ -22,14 +25,15 @@ def _chain(exc: BaseException) -> list[BaseException]:
         if any(e is s for s in seen):
             continue
         seen.append(e)
-        for nxt in (getattr(e, "reason", None), e.__cause__, e.__context__, *e.args):
+        for nxt in (*(getattr(e, link, None) for link in links), e.__cause__, e.__context__,
+                    *e.args):
             if isinstance(nxt, BaseException):
                 todo.append(nxt)
     return seen
 
 
 def _classify(exc: BaseException) -> str:
-    chain = _chain(exc)
+    chain = exception_chain(exc)
 
     def has(*types: type) -> bool:
         return any(isinstance(e, types) for e in chain)

@@ -6,7 +6,6 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urljoin
 
 from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
@@ -17,10 +16,9 @@ from workers.dns.resolver import Resolver
 from .classify import _classify
 from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
-from .prepare import _hostname
-from .request import BodyAction, _FetchBase
+from .request import BodyAction, RobotsHops, _FetchBase
 from .response import _HTTP_VERSIONS, _discard, _drain, _read_body
-from .result import ROBOTS_FETCH_BYTES, ROBOTS_MAX_REDIRECTS, FetchResult, truncation_of
+from .result import ROBOTS_FETCH_BYTES, FetchResult, truncation_of
 from .tls import pool_tls_kwargs
 
 #: What requests' HTTPAdapter passed (``max_retries=0``): connect errors come back as
@@ -108,31 +106,14 @@ class Fetcher(_FetchBase):
         ``hop_delay_s`` is slept before each redirect hop, so following a redirect keeps the
         host's politeness delay.
         """
-        first_host = _hostname(url)
-        chain: list[str] = []
-        started = time.time()
-        elapsed = 0.0
-        current = url
+        hops = RobotsHops(url, ip)
         while True:
-            hop_ip = ip if _hostname(current) == first_host else None
-            res = self._fetch(current, hop_ip, None, ROBOTS_FETCH_BYTES, filter_types=False,
-                              truncation_is_error=False)
-            elapsed += res.elapsed_s
-            if not res.is_redirect or res.error is not None:
-                break
-            assert res.location is not None
-            if len(chain) >= ROBOTS_MAX_REDIRECTS:
-                res.error = "too_many_redirects"
-                res.error_detail = f"more than {ROBOTS_MAX_REDIRECTS} redirects"
-                break
-            chain.append(current)
-            current = urljoin(current, res.location.strip())
+            res = self._fetch(hops.current, hops.ip, None, ROBOTS_FETCH_BYTES,
+                              filter_types=False, truncation_is_error=False)
+            if not hops.follow(res):
+                return hops.result(res)
             if hop_delay_s > 0:
                 time.sleep(hop_delay_s)
-        res.redirects = chain
-        res.started_at = started
-        res.elapsed_s = elapsed
-        return res
 
     # -- internals -------------------------------------------------------------------------
     def _fetch(

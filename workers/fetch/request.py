@@ -9,14 +9,16 @@ same request to the same checked IP and read a response head into the same
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Iterable, Mapping
+from urllib.parse import urljoin
 
 from frontier.memo import BoundedMemo
 from workers.dns.resolver import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
 
-from .prepare import _merge_headers, _prepare_url, _redirect_location_error, _Target
+from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error, _Target
 from .response import _media_type
-from .result import FetchResult
+from .result import ROBOTS_MAX_REDIRECTS, FetchResult
 
 _REDIRECT_STATUSES = frozenset((301, 302, 303, 307, 308))
 
@@ -134,3 +136,45 @@ class _FetchBase:
             res.error_detail = f"content type {res.content_type!r} not allowed"
             return BodyAction.SKIP
         return BodyAction.DRAIN if redirect else BodyAction.READ
+
+
+class RobotsHops:
+    """The redirects of one robots.txt fetch (RFC 9309 §2.3.1.2), for both fetchers: each
+    hop's URL (``current``) and IP (the given one for the first host only: another host is
+    resolved and checked anew), when to stop (not a redirect, an error, or past
+    ``ROBOTS_MAX_REDIRECTS``), and the result's ``redirects``, ``started_at`` and
+    ``elapsed_s`` over all hops. The caller fetches and waits between hops."""
+
+    def __init__(self, url: str, ip: str | None) -> None:
+        self.current = url
+        self._ip = ip
+        self._first_host = _hostname(url)
+        self._chain: list[str] = []
+        self._started = time.time()
+        self._elapsed = 0.0
+
+    @property
+    def ip(self) -> str | None:
+        """The IP to fetch ``current`` on (None: resolve it)."""
+        return self._ip if _hostname(self.current) == self._first_host else None
+
+    def follow(self, res: FetchResult) -> bool:
+        """After fetching ``current``: True if ``res`` redirects to a hop to fetch next (now
+        ``current``), False if ``res`` ends the fetch (then pass it to :meth:`result`)."""
+        self._elapsed += res.elapsed_s
+        if not res.is_redirect or res.error is not None:
+            return False
+        assert res.location is not None
+        if len(self._chain) >= ROBOTS_MAX_REDIRECTS:
+            res.error = "too_many_redirects"
+            res.error_detail = f"more than {ROBOTS_MAX_REDIRECTS} redirects"
+            return False
+        self._chain.append(self.current)
+        self.current = urljoin(self.current, res.location.strip())
+        return True
+
+    def result(self, res: FetchResult) -> FetchResult:
+        res.redirects = self._chain
+        res.started_at = self._started
+        res.elapsed_s = self._elapsed
+        return res
