@@ -16,6 +16,7 @@ import contextlib
 import zlib
 from typing import Any
 
+from .response import keep_body, over_cap
 from .result import FetchResult
 
 _KNOWN = ("gzip", "x-gzip", "deflate")
@@ -148,13 +149,9 @@ async def read_body(resp: Any, res: FetchResult, max_bytes: int, truncation_is_e
             parts.append(chunk)
             total += len(chunk)
         if total > max_bytes:
-            res.cut("length")
-            if truncation_is_error:
-                res.error = "too_large"
-                res.error_detail = f"body exceeds {max_bytes} bytes"
+            over_cap(res, max_bytes, truncation_is_error)
     finally:
-        body = b"".join(parts)
-        res.body = body[:max_bytes] if len(body) > max_bytes else body
+        keep_body(res, parts, max_bytes)
 
 
 def _decode(decoder: Decoder, data: bytes, limit: int, encoding: str | None) -> bytes:

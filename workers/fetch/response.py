@@ -72,10 +72,7 @@ def _read_body(
             parts.append(chunk)
             total += len(chunk)
             if total > max_bytes:
-                res.cut("length")
-                if truncation_is_error:
-                    res.error = "too_large"
-                    res.error_detail = f"body exceeds {max_bytes} bytes"
+                over_cap(res, max_bytes, truncation_is_error)
                 break
             if time.monotonic() > deadline.at:
                 res.cut("time")
@@ -83,5 +80,18 @@ def _read_body(
                 res.error_detail = f"total timeout {total_timeout_s}s"
                 break
     finally:
-        body = b"".join(parts)
-        res.body = body[:max_bytes] if len(body) > max_bytes else body
+        keep_body(res, parts, max_bytes)
+
+
+def over_cap(res: FetchResult, max_bytes: int, truncation_is_error: bool) -> None:
+    """The body went past ``max_bytes``: cut (``length``), and for a page an error."""
+    res.cut("length")
+    if truncation_is_error:
+        res.error = "too_large"
+        res.error_detail = f"body exceeds {max_bytes} bytes"
+
+
+def keep_body(res: FetchResult, parts: list[bytes], max_bytes: int) -> None:
+    """``res.body``: what was read (decoded), at most ``max_bytes`` of it."""
+    body = b"".join(parts)
+    res.body = body[:max_bytes] if len(body) > max_bytes else body
