@@ -12,10 +12,9 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
-from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from workers.dns.resolver import Resolver
 
 from .aio import AsyncFetcher
@@ -100,30 +99,10 @@ class LoopFetcher:
     ``content_type_allowed``) over an :class:`AsyncFetcher` on a :class:`NetworkLoop` (its
     own, started here, unless one is given). Thread-safe: each call blocks on its future."""
 
-    def __init__(
-        self,
-        resolver: Resolver,
-        user_agent: str,
-        connect_timeout_s: float = CrawlConfig.connect_timeout_s,
-        read_timeout_s: float = CrawlConfig.read_timeout_s,
-        total_timeout_s: float = CrawlConfig.total_timeout_s,
-        max_bytes: int = CrawlConfig.max_body_bytes,
-        allowed_content_types: Iterable[str] = DEFAULT_CONTENT_TYPES,
-        allow_private: bool = False,
-        verify: bool | str = True,
-        allow_missing_content_type: bool = True,
-        accept: str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
-        extra_ca: str | None = None,
-        pool_connections: int = 1000,
-        network_loop: NetworkLoop | None = None,
-    ) -> None:
-        self.aio = AsyncFetcher(
-            resolver, user_agent, connect_timeout_s=connect_timeout_s,
-            read_timeout_s=read_timeout_s, total_timeout_s=total_timeout_s,
-            max_bytes=max_bytes, allowed_content_types=allowed_content_types,
-            allow_private=allow_private, verify=verify,
-            allow_missing_content_type=allow_missing_content_type, accept=accept,
-            extra_ca=extra_ca, pool_connections=pool_connections)
+    def __init__(self, resolver: Resolver, user_agent: str, *,
+                 network_loop: NetworkLoop | None = None, **settings: Any) -> None:
+        """``settings``: :class:`AsyncFetcher`'s keywords (limits, trust, pool size)."""
+        self.aio = AsyncFetcher(resolver, user_agent, **settings)
         self._own_loop = network_loop is None
         self.network = network_loop if network_loop is not None else NetworkLoop()
         self.network.start()
