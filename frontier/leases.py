@@ -91,16 +91,18 @@ def decode_complete(raw: Any) -> int:
 
 @dataclass(frozen=True, slots=True)
 class ReapCall:
-    """lua/reap.lua's ARGV: prefix, now, max_n, owner ('' = unfenced), mode."""
+    """lua/reap.lua's ARGV: prefix, now, max_n, owner ('' = unfenced), mode, begun_s (a
+    begun lease's deadline is at most this far ahead; see the script on orphans)."""
 
     prefix: str
     now: float
     max_n: int
     owner: str
     mode: str
+    begun_s: float
 
     def encode(self) -> list[Any]:
-        return [self.prefix, self.now, self.max_n, self.owner, self.mode]
+        return [self.prefix, self.now, self.max_n, self.owner, self.mode, self.begun_s]
 
 
 class ReapReply(NamedTuple):
@@ -193,9 +195,12 @@ class Leases:
         store = self.store
         now = time.time() if now is None else now
         owners = owners_of(range(store.partitions) if partitions is None else partitions)
+        # Twice the keeper's deadline: room for clock skew between a worker and this caller.
+        begun_s = 2 * store.config.lease_keep_s
         pipe = store.pipeline()
         for p, owner in owners.items():
-            call = ReapCall(store.keys.prefix(p), now, max_per_partition, owner, store.mode)
+            call = ReapCall(store.keys.prefix(p), now, max_per_partition, owner, store.mode,
+                            begun_s)
             pipe.script(_REAP, [store.keys.ready(p)], call.encode())
         return sum(ReapReply.decode(x).requeued for x in pipe.execute())
 

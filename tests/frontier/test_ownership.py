@@ -63,3 +63,50 @@ def test_fencing_rejects_an_ex_owner(redis_client: redis.Redis) -> None:
     assert f.release_partitions(old) == 0  # nor release the new owner's lease
     assert f.reap(now=time.time() + 10_000, partitions={0: f"new|{new_tokens[0]}"}) == 1
     assert f.partition_owners()[0] == "new"
+
+
+def _three_hosts_leased(f: Frontier, owner: dict[int, str]) -> list:
+    hosts = [h for h in (f"o{i}.test" for i in range(200)) if f.partition(h) == 0][:3]
+    f.admit([AdmitLink(h, f"http://{h}/", Entry(f"http://{h}/")) for h in hosts])
+    leases, _ = f.acquire(10, partitions=owner)
+    assert len(leases) == 3
+    return leases
+
+
+def test_a_lost_owners_undispatched_leases_come_back_at_once(redis_client: redis.Redis) -> None:
+    """An owner that dies between acquiring leases and a worker beginning them (its scheduler
+    held them, or the task it sent died with it) must not strand them for lease_ttl_s: the
+    next owner's reaper re-queues every lease of the lost owner that no worker began, and
+    leaves the begun one to its worker's keeper."""
+    import time
+
+    cfg = CrawlConfig(partitions=1, allow_private_ips=True, host_delay_s=0,
+                      lease_ttl_s=300.0, lease_keep_s=10.0).validate()
+    f = Frontier(redis_client, cfg)
+    tokens = f.claim_partitions("dead", [0], ttl_s=0.05)
+    leases = _three_hosts_leased(f, {0: f"dead|{tokens[0]}"})
+    assert f.begin(leases[:1], cfg.lease_keep_s, stagger=False) == [True]  # a worker has it
+    time.sleep(0.1)  # "dead" stops renewing: its claim expires, nobody released it
+    new = {0: f"heir|{f.claim_partitions('heir', [0], ttl_s=5)[0]}"}
+    assert f.reap(partitions=new) == 2  # now, not 300 s later
+    assert f.stats()["queued"] == 2 and f.stats()["inflight"] == 1
+    assert f.begin(leases[1:], cfg.lease_keep_s, stagger=False) == [False, False]  # late task
+    assert f.begin(leases[:1], cfg.lease_keep_s, stagger=False) == [True]
+    again, _ = f.acquire(10, partitions=new)
+    assert sorted(le.host for le in again) == sorted(le.host for le in leases[1:])
+    assert f.reap(partitions=new) == 0  # the heir's own leases are not orphans
+
+
+def test_a_released_owners_leases_are_left_to_their_tasks(redis_client: redis.Redis) -> None:
+    """The control: an owner that hands its partition over cleanly sent its tasks (they are
+    on their way to workers), so the next owner does not re-queue its leases early."""
+    cfg = CrawlConfig(partitions=1, allow_private_ips=True, host_delay_s=0,
+                      lease_ttl_s=300.0, lease_keep_s=10.0).validate()
+    f = Frontier(redis_client, cfg)
+    tokens = f.claim_partitions("old", [0], ttl_s=5)
+    old = {0: f"old|{tokens[0]}"}
+    leases = _three_hosts_leased(f, old)
+    assert f.release_partitions(old) == 1
+    new = {0: f"new|{f.claim_partitions('new', [0], ttl_s=5)[0]}"}
+    assert f.reap(partitions=new) == 0
+    assert f.begin(leases, cfg.lease_keep_s, stagger=False) == [True, True, True]
