@@ -388,7 +388,8 @@ def _check_choices(cfg: CrawlConfig) -> None:
     nets = cfg.allowed_networks
     for net in nets if isinstance(nets, list) else [None]:
         try:
-            ipaddress.ip_network(net, strict=True)  # host bits set: a typo, not widened
+            # a string only (ip_network takes 8 for 0.0.0.8); host bits set: a typo, not widened
+            ipaddress.ip_network(net if isinstance(net, str) else repr(net), strict=True)
         except (TypeError, ValueError) as exc:
             raise _bad("allowed_networks", nets, f"{net!r} is not a network in CIDR form "
                        f"(a list, e.g. [\"10.20.0.0/16\", \"fd00::/8\"]): {exc}") from None

@@ -53,10 +53,12 @@ class DNSError(OSError):
 
 
 class ForbiddenAddressError(DNSError):
-    """The name resolved only to addresses the crawler must not connect to."""
+    """The name resolved only to addresses the crawler must not connect to (``ip``: the
+    first of them)."""
 
-    def __init__(self, reason: str, host: str = "") -> None:
+    def __init__(self, reason: str, host: str = "", ip: str = "") -> None:
         super().__init__(reason, host, kind="forbidden")
+        self.ip = ip
 
 
 def is_forbidden_ip(ip: str, allow_private: bool,
@@ -249,7 +251,7 @@ class CachingResolver(Resolver):
     def _checked(self, host: str, ip: str) -> str:
         refusal = self.policy.refusal(ip)
         if refusal is not None:
-            raise ForbiddenAddressError(refusal, host)
+            raise ForbiddenAddressError(refusal, host, ip)
         return ip
 
     def _choose(self, host: str, addresses: list[str]) -> str:
@@ -258,7 +260,7 @@ class CachingResolver(Resolver):
         for ip in addresses:
             if self.policy.allows(ip):
                 return ip
-        raise ForbiddenAddressError(str(self.policy.refusal(addresses[0])), host)
+        raise ForbiddenAddressError(str(self.policy.refusal(addresses[0])), host, addresses[0])
 
     def resolve(self, host: str) -> str:
         """One IP string for ``host``; raises :class:`DNSError` (or its Forbidden subclass)."""
@@ -341,5 +343,5 @@ class CachingResolver(Resolver):
 def _fresh(error: DNSError) -> DNSError:
     """A new exception equal to a cached one (re-raising one instance grows its traceback)."""
     if isinstance(error, ForbiddenAddressError):
-        return ForbiddenAddressError(error.reason, error.host)
+        return ForbiddenAddressError(error.reason, error.host, error.ip)
     return DNSError(error.reason, error.host, error.kind)

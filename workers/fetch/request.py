@@ -81,6 +81,7 @@ class _FetchBase:
             return self.resolver.resolve(host)
         except ForbiddenAddressError as e:
             res.error, res.error_detail = "forbidden_ip", f"{e.reason} for {e.host}"
+            res.ip = e.ip or None
         except DNSError as e:
             res.error, res.error_detail = "dns", f"{e.kind}: {e}"
         except Exception as e:  # a broken resolver must not break the no-raise contract

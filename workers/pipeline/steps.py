@@ -164,6 +164,6 @@ def address_refused(lease: Lease, res: FetchResult, ip: str | None,
     its own outcome and the setting that would allow it (nothing was sent)."""
     result = LeaseResult(Completion(lease, end, Outcome.ADDRESS_REFUSED))
     reason = f"{res.error_detail or 'refused address'} ({SETTINGS_HINT})"
-    result.record = lease_record(lease, Outcome.ADDRESS_REFUSED, res.started_at, ip,
-                                 reason=reason)
+    result.record = lease_record(lease, Outcome.ADDRESS_REFUSED, res.started_at,
+                                 ip or res.ip, reason=reason)
     return result
