@@ -20,7 +20,8 @@ class ScriptedDNS:
     """UDP DNS server on 127.0.0.1: the n-th A query for a name gets ``script[name][n]`` (the
     last entry repeats), always with TTL 0 (no cache may keep it); a name not scripted is
     NXDOMAIN, other query types get an empty answer. ``queries`` counts A queries per name
-    (lower case, no trailing dot); :meth:`script` adds or replaces a name's answers."""
+    (lower case, no trailing dot); :meth:`script` adds or replaces a name's answers (and
+    starts its count again)."""
 
     def __init__(self, script: dict[str, list[str]] | None = None) -> None:
         self._script: dict[str, list[str]] = {}
@@ -42,8 +43,10 @@ class ScriptedDNS:
         return f"127.0.0.1:{self.port}"
 
     def script(self, name: str, answers: list[str]) -> None:
+        name = name.lower().rstrip(".")
         with self._lock:
-            self._script[name.lower().rstrip(".")] = list(answers)
+            self._script[name] = list(answers)
+            self.queries.pop(name, None)
 
     def _answer(self, name: str) -> str | None:
         with self._lock:
