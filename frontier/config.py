@@ -9,6 +9,7 @@ a setting.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -82,9 +83,14 @@ class CrawlConfig:
     allowed_content_types: list[str] = field(
         default_factory=lambda: list(DEFAULT_CONTENT_TYPES)
     )
-    #: Fetch private, loopback and link-local addresses (off for the real web; the sandbox
-    #: web turns it on).
+    #: Fetch every address. Off, only globally routable unicast ones (workers/dns/policy.py):
+    #: no loopback, private, link-local (169.254.169.254, fe80::/10), unique-local, multicast,
+    #: CGNAT or reserved address, nor an IPv6 form of one (::ffff:10.0.0.1), checked on the IP
+    #: connected to at every fetch and redirect hop: a refused URL ends as address_refused.
     allow_private_ips: bool = False
+    #: Networks fetched although the rule above refuses them, in CIDR form, IPv4 or IPv6 (an
+    #: internal crawl, the sandbox web): e.g. ["10.20.0.0/16", "fd00:1::/64", "127.0.0.2/32"].
+    allowed_networks: list[str] = field(default_factory=list)
     #: Static host -> IP map consulted before DNS (the sandbox web's resolver).
     static_hosts: dict[str, str] = field(default_factory=dict)
     #: Seconds a resolved address is reused before asking DNS again (failures: a minute).
@@ -379,6 +385,14 @@ def _check_choices(cfg: CrawlConfig) -> None:
         raise _bad("ordering", cfg.ordering, f"one of {', '.join(ORDERINGS)}")
     if cfg.fetch_engine not in FETCH_ENGINES:
         raise _bad("fetch_engine", cfg.fetch_engine, f"one of {', '.join(FETCH_ENGINES)}")
+    nets = cfg.allowed_networks
+    for net in nets if isinstance(nets, list) else [None]:
+        try:
+            # a string only (ip_network takes 8 for 0.0.0.8); host bits set: a typo, not widened
+            ipaddress.ip_network(net if isinstance(net, str) else repr(net), strict=True)
+        except (TypeError, ValueError) as exc:
+            raise _bad("allowed_networks", nets, f"{net!r} is not a network in CIDR form "
+                       f"(a list, e.g. [\"10.20.0.0/16\", \"fd00::/8\"]): {exc}") from None
     if not cfg.namespace or any(c in cfg.namespace for c in "{} \t\n"):
         raise _bad("namespace", cfg.namespace, "must be non-empty, no braces/spaces")
     if not cfg.user_agent_contact.startswith(("http://", "https://", "mailto:")):

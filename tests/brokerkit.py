@@ -201,6 +201,33 @@ def wait_exit(proc: subprocess.Popen[Any], timeout_s: float) -> int:
         raise AssertionError(f"{proc.args!r} still running after {timeout_s} s") from None
 
 
+def descendants(pid: int) -> list[int]:
+    """The PIDs of ``pid``'s children, their children and so on, now (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])  # after "pid (comm) state"
+            children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def cmdline(pid: int) -> str:
+    """``pid``'s command line as ``ps`` shows it to every user ("" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def contains(texts: Sequence[str], needle: str) -> list[int]:
     """Indexes of the ``texts`` containing ``needle``."""
     return [i for i, text in enumerate(texts) if needle in text]

@@ -18,9 +18,10 @@ import gzip
 import json
 import pickle
 import secrets
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,10 @@ from frontier.redisclient import redacted
 from frontier.redisserver import EmbeddedRedis, free_port
 from tests.brokerkit import (
     SMALL_WEB,
+    cmdline,
     contains,
     crawl_argv,
+    descendants,
     file_hits,
     redis_hits,
     started,
@@ -168,6 +171,10 @@ class Run:
     summary: dict[str, object]
     #: name -> captured stdout/stderr of each command run
     outputs: dict[str, str]
+    #: the crawl's own command line, and each process it started (pid -> command line, as
+    #: last read from /proc while the crawl ran)
+    crawl_cmdline: str = ""
+    children: dict[int, str] = field(default_factory=dict)
 
 
 @pytest.fixture(scope="module")
@@ -180,9 +187,18 @@ def password_crawl(pw_redis: EmbeddedRedis, module_webs: SandboxWebs,
     web = module_webs.shared(SMALL_WEB)
     argv = crawl_argv(web, pw_redis.url, out, ns)
     outputs = {}
-    done = trawl(*argv, timeout_s=120)
-    outputs["crawl"] = done.stdout + done.stderr
-    assert done.returncode == 0, outputs["crawl"][-3000:]
+    log = tmp_path_factory.mktemp("pw-crawl-log") / "crawl.out"
+    children: dict[int, str] = {}
+    with started(trawl_cmd(*argv), log) as crawl:
+        own = cmdline(crawl.pid)
+        deadline = time.monotonic() + 120
+        while crawl.poll() is None and time.monotonic() < deadline:
+            for pid in descendants(crawl.pid):  # the last reading: after the child's exec
+                children[pid] = cmdline(pid) or children.get(pid, "")
+            time.sleep(0.1)
+        returncode = crawl.wait(5)
+    outputs["crawl"] = log.read_text()
+    assert returncode == 0, outputs["crawl"][-3000:]
     status_runs = {
         "status": ("status", "--redis", pw_redis.url, "--namespace", ns),
         "status-json": ("status", "--redis", pw_redis.url, "--namespace", ns, "--json",
@@ -197,7 +213,7 @@ def password_crawl(pw_redis: EmbeddedRedis, module_webs: SandboxWebs,
         res = trawl(*args, timeout_s=60)
         outputs[name] = f"rc={res.returncode}\n{res.stdout}{res.stderr}"
     summary = json.loads((out / "summary.json").read_text())
-    return Run(argv, out, ns, summary, outputs)
+    return Run(argv, out, ns, summary, outputs, own, children)
 
 
 def test_crawl_with_a_password_completes(password_crawl: Run) -> None:
@@ -228,6 +244,18 @@ def test_password_in_no_command_output(password_crawl: Run) -> None:
     assert contains(list(o.values()), PASSWORD) == []
     # Control: the same search finds it in the command line that was run.
     assert contains([" ".join(password_crawl.argv)], PASSWORD) == [0]
+
+
+def test_password_in_no_worker_command_line(password_crawl: Run) -> None:
+    """``trawl crawl`` hands the Redis URL to the workers it starts by environment: no
+    process it started shows the password to ``ps`` (/proc/PID/cmdline, readable by every
+    user). Control: the crawl's own command line, read the same way, has it (it was given
+    ``--redis`` with the password)."""
+    workers = [c for c in password_crawl.children.values() if " worker " in c]
+    assert len(workers) == 2, password_crawl.children
+    assert all("--redis" not in c for c in workers), workers
+    assert contains(list(password_crawl.children.values()), PASSWORD) == []
+    assert PASSWORD in password_crawl.crawl_cmdline
 
 
 def test_password_in_no_output_file(password_crawl: Run, tmp_path: Path) -> None:

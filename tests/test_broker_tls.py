@@ -199,3 +199,29 @@ def test_wrong_ca_fails_fast_with_a_certificate_error(tls_redis: TLSRedis, tmp_p
     assert "certificate verify failed" in text and "rediss://:***@127.0.0.1:" in text, text
     assert PASSWORD not in text and "Traceback" not in text
     assert tls_redis.proxy.failed_handshakes > failed  # the proxy saw the refused handshake
+
+
+@pytest.mark.parametrize("command", ["worker", "scheduler", "crawl"])
+def test_wrong_broker_ca_fails_fast(tls_redis: TLSRedis, tmp_path: Path, command: str) -> None:
+    """The crawl state reachable (plain, with the password) but the ``--broker`` over TLS with
+    a CA that did not issue its certificate: Celery alone would retry the broker for ever;
+    each command exits 2 at once naming the broker, the certificate failure and the masked
+    URL. Control: the same check passes with the right CA."""
+    from frontier.config import CrawlConfig
+    from workers.cli.crawl import check_broker, init_crawl
+
+    ns = f"brokerca-{command}"
+    with redis.Redis.from_url(tls_redis.server.url) as client:
+        init_crawl(client, CrawlConfig(namespace=ns, output_dir=str(tmp_path / "o")), [],
+                   fresh=True)
+    argv = {"worker": ["worker"], "scheduler": ["scheduler"],
+            "crawl": ["crawl", "http://h.test/", "--output", str(tmp_path / "c"),
+                      "--workers", "1", "--resume"]}[command]
+    res = trawl(*argv, "--redis", tls_redis.server.url, "--namespace", ns,
+                "--broker", tls_redis.url(tls_redis.other_ca_pem), timeout_s=30)
+    text = res.stdout + res.stderr
+    assert res.returncode == 2, text
+    assert "Cannot reach the Celery broker at rediss://:***@127.0.0.1:" in text, text
+    assert "certificate verify failed" in text and "Check --broker" in text, text
+    assert PASSWORD not in text and "Traceback" not in text
+    check_broker(tls_redis.url())  # the right CA: no error

@@ -102,11 +102,19 @@ def _trawl_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
             if svc.get("image", "").startswith("trawl") or "build" in svc}
 
 
-def _parse_trawl(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
+def _parse_trawl(argv: list[str], capsys: pytest.CaptureFixture[str],
+                 env: dict[str, str] | None = None) -> Any:
+    """``trawl ARGV`` parsed in the service's environment (--redis defaults to $TRAWL_REDIS)."""
     from workers.cli.main import build_parser
 
     try:
-        return build_parser().parse_args(argv)
+        with pytest.MonkeyPatch.context() as mp:
+            for name in ("TRAWL_REDIS", "TRAWL_BROKER"):
+                mp.delenv(name, raising=False)
+            for name, value in (env or {}).items():
+                mp.setenv(name, str(value))
+            parser = build_parser()
+        return parser.parse_args(argv)
     except SystemExit as exc:
         raise AssertionError(f"`trawl {' '.join(argv)}`: {capsys.readouterr().err}") from exc
 
@@ -133,9 +141,9 @@ def check_command(name: str, svc: dict[str, Any], capsys: pytest.CaptureFixture[
 
         choices = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
         assert "flower" in choices, f"{name}: `trawl flower` is not a trawl subcommand yet"
-        return _parse_trawl(cmd[1:], capsys)
+        return _parse_trawl(cmd[1:], capsys, svc.get("environment"))
     if cmd[0] == "trawl":
-        return _parse_trawl(cmd[1:], capsys)
+        return _parse_trawl(cmd[1:], capsys, svc.get("environment"))
     if cmd[0] == "celery":
         i = cmd.index("flower")
         globals_ = cmd[1:i]
@@ -159,6 +167,16 @@ def test_every_command_is_a_real_subcommand_with_valid_options(
     assert parsed["scheduler"].redis == parsed["worker"].redis == redis_url
     flower = parsed["flower"]
     assert (flower["broker"] if isinstance(flower, dict) else flower.redis) == redis_url
+
+
+def test_no_password_on_a_command_line(compose: dict[str, Any]) -> None:
+    """``ps`` on the Docker host shows the containers' command lines: the passwords reach the
+    trawl services by environment only (control: they are in the environment). Redis's own
+    --requirepass is not seen there: redis-server overwrites its argv with its title."""
+    for name, svc in _trawl_services(compose).items():
+        for secret in ENV.values():
+            assert secret not in " ".join(map(str, svc.get("command", []))), name
+    assert ENV["REDIS_PASSWORD"] in compose["services"]["worker"]["environment"]["TRAWL_REDIS"]
 
 
 def test_worker_service_is_scalable(compose: dict[str, Any]) -> None:

@@ -502,7 +502,7 @@ def test_forbidden_ip_refused_without_connecting(srv1: Server, make: Make) -> No
     strict = make.cls(CachingResolver(static=STATIC), user_agent())
     make.made.append(strict)
     r = strict.fetch("http://evil.example/")
-    assert r.error == "forbidden_ip" and r.ip is None
+    assert r.error == "forbidden_ip" and r.ip == "10.0.0.1"  # refused, never connected
     assert len(srv1.log) == before
 
 

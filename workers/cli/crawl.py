@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import logging
@@ -30,6 +31,11 @@ E_SEED = "Seed URL {url!r} is not crawlable: {why}. Give absolute http(s) URLs."
 E_EXISTS = ("A crawl named {ns!r} already exists in this Redis. Use --resume to continue it, "
             "--fresh to delete it and start over, or another --namespace.")
 E_REDIS = "Cannot reach Redis at {url}: {why}. Check --redis (format redis://HOST:PORT/DB)."
+E_BROKER = ("Cannot reach the Celery broker at {url}: {why}. Check --broker (format "
+            "redis://HOST:PORT/DB or rediss://...?ssl_ca_certs=CA.pem).")
+#: The defaults of --redis and --broker (workers/cli/main.py): how this process hands its
+#: URLs to its workers, so that no password is in their argv.
+ENV_REDIS, ENV_BROKER = "TRAWL_REDIS", "TRAWL_BROKER"
 
 
 def connect(url: str) -> redis.Redis:
@@ -39,6 +45,32 @@ def connect(url: str) -> redis.Redis:
     except (redis.RedisError, ValueError) as exc:
         raise ConfigError(E_REDIS.format(url=redacted(url), why=exc)) from exc
     return client
+
+
+def url_arguments(p: argparse.ArgumentParser, redis_required: bool = True,
+              broker: bool = True) -> None:
+    """--redis (required unless TRAWL_REDIS is set) and --broker, their defaults from the
+    environment: a URL with a password given so stays out of the process list (``ps`` shows
+    every process's argv to every user); ``trawl crawl`` hands its URLs to its workers so."""
+    env_redis = os.environ.get(ENV_REDIS) or None
+    p.add_argument("--redis", default=env_redis, required=redis_required and not env_redis,
+                   help=f"the crawl's redis://, rediss:// or redis-cluster:// URL (default: "
+                   f"${ENV_REDIS}{'' if redis_required else ', else an embedded Redis'})")
+    if broker:
+        p.add_argument("--broker", default=os.environ.get(ENV_BROKER) or None,
+                       help=f"Celery broker URL (default: ${ENV_BROKER}, else --redis)")
+
+
+def check_broker(url: str | None) -> None:
+    """Fail fast (ConfigError, exit 2) on a Redis broker that cannot be reached or whose TLS
+    certificate is not trusted: Celery itself retries a broker connection for ever, so a
+    wrong CA would leave a worker waiting with nothing said. Other transports are Celery's."""
+    if not url or not url.startswith(("redis://", "rediss://", "unix://")):
+        return
+    try:
+        connect(url).close()
+    except ConfigError as exc:
+        raise ConfigError(E_BROKER.format(url=redacted(url), why=exc.__cause__ or exc)) from exc
 
 
 def canonical_seeds(seeds: Iterable[str]) -> list[str]:
@@ -118,16 +150,19 @@ class WorkerPool:
 
     def start_one(self, i: int) -> subprocess.Popen[bytes]:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "workers.cli", "worker", "--redis", self.redis_url,
+        cmd = [sys.executable, "-m", "workers.cli", "worker",
                "--namespace", self.namespace, "--name", f"w{i}-{os.getpid()}"]
         if self.concurrency:
             cmd += ["--concurrency", str(self.concurrency)]
         if self.events:
             cmd.append("--events")
+        # The URLs (a password in them) by environment, not argv: ps shows argv to everyone.
+        env = {**os.environ, ENV_REDIS: self.redis_url}
+        env.pop(ENV_BROKER, None)
         if self.broker_url:
-            cmd += ["--broker", self.broker_url]
+            env[ENV_BROKER] = self.broker_url
         logf = open(self.log_dir / f"worker-{i}.log", "ab")  # noqa: SIM115 - child owns it
-        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         logf.close()
         self.procs.append(proc)

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 
 from frontier.config import ConfigError
+from workers.cli.crawl import ENV_BROKER, ENV_REDIS
 
 ENV_AUTH = "FLOWER_BASIC_AUTH"  # Flower's own variable for --basic-auth (user:pass[,u2:p2])
 
@@ -85,7 +86,11 @@ def flower_command(redis_url: str, port: int, address: str = "127.0.0.1",
 
 def add_flower_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The options of ``trawl flower`` (for ``workers.cli.main.build_parser``)."""
-    parser.add_argument("--redis", required=True, help="the crawl's redis:// or rediss:// URL")
+    # the broker's URL: as `trawl worker`'s, from the environment keeps a password out of ps
+    env = os.environ.get(ENV_BROKER) or os.environ.get(ENV_REDIS) or None
+    parser.add_argument("--redis", default=env, required=not env,
+                        help="the crawl's broker URL, redis:// or rediss:// (default: "
+                        "$TRAWL_BROKER, else $TRAWL_REDIS)")
     parser.add_argument("--namespace", default="trawl")
     parser.add_argument("--port", type=int, default=5555)
     parser.add_argument("--address", default="127.0.0.1",

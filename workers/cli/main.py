@@ -15,21 +15,20 @@ from typing import Any
 from frontier.config import ORDERINGS, ConfigError, CrawlConfig
 from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
+from workers.cli.crawl import url_arguments
 from workers.cli.flower import add_flower_arguments, cmd_flower
 
 log = logging.getLogger("trawl")
 
 DEMO_MARKER = ".trawl-demo"
+
 #: Celery task slots of a worker process: tasks are handed over to the fetch engine at once.
 HANDOFF_THREADS = 4
 
 
 def _common_crawl_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis", help="redis://HOST:PORT/DB of an existing server (default: start "
-                   "an embedded one)")
+    url_arguments(p, redis_required=False)  # --broker: required with a redis-cluster:// --redis
     p.add_argument("--namespace", default="trawl", help="crawl name (Redis key prefix)")
-    p.add_argument("--broker", help="Celery broker URL (default: --redis; required with a "
-                   "redis-cluster:// state URL, since Celery cannot use a cluster)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                    help="Celery worker processes to start here (default: cores)")
     p.add_argument("--concurrency", type=int,
@@ -83,9 +82,8 @@ def _add_crawl_commands(sub: Any) -> None:
 def _add_cluster_commands(sub: Any) -> None:
     """worker and scheduler: the processes of a cluster."""
     worker = sub.add_parser("worker", help="join a running crawl as a Celery worker")
-    worker.add_argument("--redis", required=True)
+    url_arguments(worker)
     worker.add_argument("--namespace", default="trawl")
-    worker.add_argument("--broker", help="Celery broker URL (default: --redis)")
     worker.add_argument("--concurrency", type=int,
                         help="fetches in flight in this worker (default: the crawl's "
                         "fetch_concurrency)")
@@ -96,9 +94,8 @@ def _add_cluster_commands(sub: Any) -> None:
                         help="fetch only; own no partitions")
 
     sched = sub.add_parser("scheduler", help="run the scheduler of a crawl (until it is done)")
-    sched.add_argument("--redis", required=True)
+    url_arguments(sched)
     sched.add_argument("--namespace", default="trawl")
-    sched.add_argument("--broker", help="Celery broker URL (default: --redis)")
     sched.add_argument("--forever", action="store_true", help="keep running when idle")
     sched.add_argument("--name", default=None, help="member name (default host-pid-random)")
 
@@ -106,13 +103,13 @@ def _add_cluster_commands(sub: Any) -> None:
 def _add_inspection_commands(sub: Any) -> None:
     """seed, status, flower, dedup-report, robots: working with a crawl."""
     seed = sub.add_parser("seed", help="add URLs to a running crawl")
-    seed.add_argument("--redis", required=True)
+    url_arguments(seed, broker=False)
     seed.add_argument("--namespace", default="trawl")
     seed.add_argument("urls", nargs="*")
     seed.add_argument("--file")
 
     status = sub.add_parser("status", help="queue sizes, in-flight, errors per partition")
-    status.add_argument("--redis", required=True)
+    url_arguments(status, broker=False)
     status.add_argument("--namespace", default="trawl")
     status.add_argument("--json", action="store_true")
     status.add_argument("--partitions", action="store_true", help="one row per partition")
@@ -207,6 +204,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
     from workers.cli.crawl import (
         CrawlWatcher,
         WorkerPool,
+        check_broker,
         connect,
         init_crawl,
         summarize,
@@ -226,6 +224,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                 embedded = EmbeddedRedis(out / "redis").start()
                 redis_url = embedded.url
             client = connect(redis_url)
+            check_broker(args.broker)
             frontier = init_crawl(client, config, seeds, resume=resume, fresh=fresh)
             config = frontier.config
             if is_cluster_url(redis_url) and not args.broker:
@@ -275,11 +274,12 @@ def _watch(frontier: Any, watcher: Any, pool: Any, show_progress: bool, logs: Pa
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from workers.app.celery_app import configure
-    from workers.cli.crawl import connect
+    from workers.cli.crawl import check_broker, connect
     from workers.runtime.context import load_config
 
     client = connect(args.redis)
     config = load_config(client, args.namespace, redacted(args.redis))  # fail fast, before Celery
+    check_broker(args.broker)  # Celery would retry a broker it cannot reach for ever
     app = configure(args.redis, args.namespace, config.lease_ttl_s, events=args.events,
                     broker_url=args.broker)
     from celery.signals import worker_ready, worker_shutdown
@@ -315,11 +315,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
     from workers.app.celery_app import configure
-    from workers.cli.crawl import CrawlWatcher, connect, terminate_on_sigterm
+    from workers.cli.crawl import CrawlWatcher, check_broker, connect, terminate_on_sigterm
     from workers.cluster.member import Member
     from workers.runtime.context import load_config
 
     client = connect(args.redis)
+    check_broker(args.broker)
     while True:
         try:
             config = load_config(client, args.namespace, redacted(args.redis))

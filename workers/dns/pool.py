@@ -249,4 +249,5 @@ def worker_resolver(config: CrawlConfig) -> CachingResolver:
     if config.dns_servers:
         kw["lookup"] = nameserver_lookup(config.dns_servers, config.dns_timeout_s)
     return CachingResolver(ttl_s=config.dns_ttl_s, static=config.static_hosts,
-                           allow_private=config.allow_private_ips, **kw)
+                           allow_private=config.allow_private_ips,
+                           allowed_networks=config.allowed_networks, **kw)

@@ -2,8 +2,9 @@
 
 The crawler resolves names itself (instead of letting urllib3 call ``getaddrinfo`` on every new
 connection) so that politeness can be enforced per IP, the sandbox web can plug in its own
-host -> IP map, and every address is checked against :func:`is_forbidden_ip` before any
-connection is made (SSRF guard: a page must not make the crawler fetch from 10.0.0.1 or ::1).
+host -> IP map, and every address is checked against the address policy before any
+connection is made (SSRF guard: a page must not make the crawler fetch from 10.0.0.1 or ::1;
+the rules are :mod:`workers.dns.policy`).
 
 ``DNSError`` subclasses :class:`OSError`, so code that treats "network problems" as ``OSError``
 catches it too; its ``kind`` attribute is a short machine-readable class.
@@ -16,8 +17,10 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+from workers.dns.policy import AddressPolicy
 
 __all__ = [
     "CachingResolver",
@@ -50,76 +53,20 @@ class DNSError(OSError):
 
 
 class ForbiddenAddressError(DNSError):
-    """The name resolved only to addresses the crawler must not connect to."""
+    """The name resolved only to addresses the crawler must not connect to (``ip``: the
+    first of them)."""
 
-    def __init__(self, reason: str, host: str = "") -> None:
+    def __init__(self, reason: str, host: str = "", ip: str = "") -> None:
         super().__init__(reason, host, kind="forbidden")
+        self.ip = ip
 
 
-# IPv4 ranges Python's ``ipaddress`` flags do not all cover on every version.
-_EXTRA_FORBIDDEN_V4 = (
-    ipaddress.ip_network("0.0.0.0/8"),  # "this network"
-    ipaddress.ip_network("100.64.0.0/10"),  # carrier-grade NAT (RFC 6598)
-    ipaddress.ip_network("192.0.0.0/24"),  # IETF protocol assignments
-    ipaddress.ip_network("198.18.0.0/15"),  # benchmarking
-    ipaddress.ip_network("255.255.255.255/32"),
-)
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def _v4_forbidden(addr: ipaddress.IPv4Address) -> bool:
-    return (
-        addr.is_private
-        or addr.is_loopback
-        or addr.is_link_local
-        or addr.is_multicast
-        or addr.is_reserved
-        or addr.is_unspecified
-        or not addr.is_global
-        or any(addr in net for net in _EXTRA_FORBIDDEN_V4)
-    )
-
-
-def is_forbidden_ip(ip: str, allow_private: bool) -> bool:
-    """True if the crawler must not connect to ``ip``.
-
-    Forbidden: private, loopback, link-local, multicast, reserved, unspecified, CGNAT and other
-    non-global ranges, for IPv4 and IPv6. IPv6 forms that embed an IPv4 address (IPv4-mapped
-    ``::ffff:a.b.c.d``, NAT64 ``64:ff9b::/96``, 6to4, Teredo) are judged by the embedded
-    address as well. Unparsable strings are forbidden. ``allow_private=True`` (the sandbox
-    web) allows everything that parses.
-    """
-    try:
-        addr = ipaddress.ip_address(ip.split("%", 1)[0])  # drop an IPv6 zone id
-    except ValueError:
-        return True
-    if allow_private:
-        return False
-    if isinstance(addr, ipaddress.IPv4Address):
-        return _v4_forbidden(addr)
-    embedded: list[ipaddress.IPv4Address] = []
-    if addr.ipv4_mapped is not None:
-        embedded.append(addr.ipv4_mapped)
-    if addr.sixtofour is not None:
-        embedded.append(addr.sixtofour)
-    if addr.teredo is not None:
-        embedded.extend(addr.teredo)
-    if addr in _NAT64:
-        embedded.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
-    if any(_v4_forbidden(v4) for v4 in embedded):
-        return True
-    if addr.ipv4_mapped is not None:
-        return False  # judged entirely by its IPv4 address
-    return (
-        addr.is_private
-        or addr.is_loopback
-        or addr.is_link_local
-        or addr.is_site_local
-        or addr.is_multicast
-        or addr.is_reserved
-        or addr.is_unspecified
-        or not addr.is_global
-    )
+def is_forbidden_ip(ip: str, allow_private: bool,
+                    allowed_networks: Iterable[str] = ()) -> bool:
+    """True if the crawler must not connect to ``ip``: see :class:`AddressPolicy` (the
+    reason is its ``refusal``). Unparsable strings are forbidden; ``allow_private=True``
+    allows everything that parses."""
+    return AddressPolicy.of(allow_private, allowed_networks).refusal(ip) is not None
 
 
 def normalize_host(host: str) -> str:
@@ -195,7 +142,9 @@ class CachingResolver(Resolver):
       The cache holds at most ``max_entries`` names (least recently used evicted).
     * Thread-safe; concurrent lookups of one uncached name make one system lookup.
     * Of the returned addresses the first allowed one is used, IPv4 preferred; if all are
-      forbidden (see :func:`is_forbidden_ip`) a :class:`ForbiddenAddressError` is raised.
+      refused by the address policy (``allow_private``, ``allowed_networks``: see
+      :class:`~workers.dns.policy.AddressPolicy`) a :class:`ForbiddenAddressError` is raised,
+      its reason the policy's (e.g. "private address 10.0.0.1").
       IP literals are returned as they are, after the same check.
     * Counters: ``hits`` (static or cached answers, including cached failures), ``misses``
       (system lookups made), ``failures`` (system lookups that failed), ``coalesced``
@@ -211,13 +160,15 @@ class CachingResolver(Resolver):
         max_entries: int = 100_000,
         static: dict[str, str] | None = None,
         allow_private: bool = False,
+        allowed_networks: Iterable[str] = (),
         clock: Callable[[], float] = time.monotonic,
         lookup: Callable[[str], list[str]] = system_lookup,
     ) -> None:
         self.ttl_s = ttl_s
         self.negative_ttl_s = negative_ttl_s
         self.max_entries = max_entries
-        self.allow_private = allow_private
+        #: which answers may be used (allow_private_ips, allowed_networks)
+        self.policy = AddressPolicy.of(allow_private, allowed_networks)
         self._clock = clock
         self._lookup = lookup
         self._static: dict[str, str] = {}
@@ -298,17 +249,18 @@ class CachingResolver(Resolver):
             return exc
 
     def _checked(self, host: str, ip: str) -> str:
-        if is_forbidden_ip(ip, self.allow_private):
-            raise ForbiddenAddressError(f"forbidden address {ip}", host)
+        refusal = self.policy.refusal(ip)
+        if refusal is not None:
+            raise ForbiddenAddressError(refusal, host, ip)
         return ip
 
     def _choose(self, host: str, addresses: list[str]) -> str:
         if not addresses:
             raise DNSError("no address records", host, "no_address")
         for ip in addresses:
-            if not is_forbidden_ip(ip, self.allow_private):
+            if self.policy.allows(ip):
                 return ip
-        raise ForbiddenAddressError(f"forbidden address {addresses[0]}", host)
+        raise ForbiddenAddressError(str(self.policy.refusal(addresses[0])), host, addresses[0])
 
     def resolve(self, host: str) -> str:
         """One IP string for ``host``; raises :class:`DNSError` (or its Forbidden subclass)."""
@@ -391,5 +343,5 @@ class CachingResolver(Resolver):
 def _fresh(error: DNSError) -> DNSError:
     """A new exception equal to a cached one (re-raising one instance grows its traceback)."""
     if isinstance(error, ForbiddenAddressError):
-        return ForbiddenAddressError(error.reason, error.host)
+        return ForbiddenAddressError(error.reason, error.host, error.ip)
     return DNSError(error.reason, error.host, error.kind)

@@ -115,6 +115,7 @@ class AsyncFetcher(_FetchBase):
         max_bytes: int = CrawlConfig.max_body_bytes,
         allowed_content_types: Iterable[str] = DEFAULT_CONTENT_TYPES,
         allow_private: bool = False,
+        allowed_networks: Iterable[str] = (),
         verify: bool | str = True,
         allow_missing_content_type: bool = True,
         accept: str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
@@ -123,7 +124,8 @@ class AsyncFetcher(_FetchBase):
     ) -> None:
         self._init_common(resolver, user_agent, connect_timeout_s, read_timeout_s,
                           total_timeout_s, max_bytes, allowed_content_types, allow_private,
-                          verify, allow_missing_content_type, accept, extra_ca)
+                          allowed_networks, verify, allow_missing_content_type, accept,
+                          extra_ca)
         self.pool_connections = pool_connections
         # a verify path is checked per HTTPS fetch and loaded on first use, as Fetcher does
         self._ca_path = verify if isinstance(verify, str) and extra_ca is None else None

@@ -55,6 +55,7 @@ class Fetcher(_FetchBase):
         max_bytes: int = CrawlConfig.max_body_bytes,
         allowed_content_types: Iterable[str] = DEFAULT_CONTENT_TYPES,
         allow_private: bool = False,
+        allowed_networks: Iterable[str] = (),
         pool_maxsize: int = 2,
         pool_connections: int = 1000,
         verify: bool | str = True,
@@ -64,7 +65,8 @@ class Fetcher(_FetchBase):
     ) -> None:
         self._init_common(resolver, user_agent, connect_timeout_s, read_timeout_s,
                           total_timeout_s, max_bytes, allowed_content_types, allow_private,
-                          verify, allow_missing_content_type, accept, extra_ca)
+                          allowed_networks, verify, allow_missing_content_type, accept,
+                          extra_ca)
         self._timeout = Timeout(connect=connect_timeout_s, read=read_timeout_s)
         tls, self._ca_path = pool_tls_kwargs(verify, extra_ca)
         self._pm = _PinnedPoolManager(

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urljoin
 
 from frontier.memo import BoundedMemo
-from workers.dns.resolver import DNSError, ForbiddenAddressError, Resolver, is_forbidden_ip
+from workers.dns.policy import AddressPolicy
+from workers.dns.resolver import DNSError, ForbiddenAddressError, Resolver
 
 from .prepare import _hostname, _merge_headers, _prepare_url, _redirect_location_error, _Target
 from .response import _media_type
@@ -38,7 +39,8 @@ class _FetchBase:
     def _init_common(self, resolver: Resolver, user_agent: str, connect_timeout_s: float,
                      read_timeout_s: float, total_timeout_s: float, max_bytes: int,
                      allowed_content_types: Iterable[str], allow_private: bool,
-                     verify: bool | str, allow_missing_content_type: bool, accept: str,
+                     allowed_networks: Iterable[str], verify: bool | str,
+                     allow_missing_content_type: bool, accept: str,
                      extra_ca: str | None) -> None:
         self.resolver = resolver
         self.user_agent = user_agent
@@ -50,12 +52,14 @@ class _FetchBase:
         self._types_exact = frozenset(t for t in types if not t.endswith("/*"))
         self._types_prefix = tuple(t[:-1] for t in types if t.endswith("/*"))
         self.allow_private = allow_private
+        #: the address policy (SSRF guard) every IP is checked against before connecting
+        self.policy = AddressPolicy.of(allow_private, allowed_networks)
         self.verify = verify
         self.allow_missing_content_type = allow_missing_content_type
         self.accept = accept
         self.extra_ca = extra_ca
-        #: is_forbidden_ip verdicts per IP string (a pure function of it and allow_private)
-        self._forbidden: BoundedMemo[str, bool] = BoundedMemo(65_536)
+        #: the policy's refusal per IP string ("" = allowed): a pure function of the IP
+        self._refusals: BoundedMemo[str, str] = BoundedMemo(65_536)
 
     def content_type_allowed(self, media_type: str | None) -> bool:
         if media_type is None:
@@ -76,7 +80,8 @@ class _FetchBase:
         try:
             return self.resolver.resolve(host)
         except ForbiddenAddressError as e:
-            res.error, res.error_detail = "forbidden_ip", str(e)
+            res.error, res.error_detail = "forbidden_ip", f"{e.reason} for {e.host}"
+            res.ip = e.ip or None
         except DNSError as e:
             res.error, res.error_detail = "dns", f"{e.kind}: {e}"
         except Exception as e:  # a broken resolver must not break the no-raise contract
@@ -84,13 +89,16 @@ class _FetchBase:
         return None
 
     def _check_ip(self, res: FetchResult, host: str, ip: str) -> str | None:
-        """``ip`` if it may be connected to, else None with ``res``'s error (forbidden_ip)."""
+        """``ip`` if it may be connected to, else None with ``res``'s error (forbidden_ip,
+        the policy's reason). Called with the very IP the connection is then opened to,
+        whoever resolved it: no second lookup happens between this check and the connect
+        (a DNS answer that changes in between, DNS rebinding, cannot slip past it)."""
         res.ip = ip
-        forbidden = self._forbidden.get(ip)
-        if forbidden is None:
-            forbidden = self._forbidden.put(ip, is_forbidden_ip(ip, self.allow_private))
-        if forbidden:
-            res.error, res.error_detail = "forbidden_ip", f"forbidden address {ip} for {host}"
+        refusal = self._refusals.get(ip)
+        if refusal is None:
+            refusal = self._refusals.put(ip, self.policy.refusal(ip) or "")
+        if refusal:
+            res.error, res.error_detail = "forbidden_ip", f"{refusal} for {host}"
             return None
         return ip
 

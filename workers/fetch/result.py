@@ -25,7 +25,7 @@ ROBOTS_MAX_REDIRECTS = 5
 ERROR_CLASSES: dict[str, str] = {
     "invalid_url": "URL is not absolute http(s) or cannot be parsed; nothing sent",
     "dns": "host name did not resolve (resolver raised DNSError)",
-    "forbidden_ip": "address is private/loopback/... and allow_private is off; nothing sent",
+    "forbidden_ip": "the address policy refused the IP (workers/dns/policy.py); nothing sent",
     "connect_error": "TCP connection refused / unreachable",
     "timeout": "connect, read (no byte for read_timeout_s) or total wall-time timeout",
     "tls_error": "TLS handshake or certificate verification failed",

@@ -20,6 +20,7 @@ from frontier.frontier import Completion, Lease
 from frontier.hostcache import HostCacheWrite
 from frontier.politeness import host_delay
 from frontier.useragent import ROBOTS_TOKEN
+from workers.dns.policy import SETTINGS_HINT
 from workers.fetch import FetchResult
 from workers.pipeline.result import LeaseResult, lease_record
 from workers.pipeline.robots import RobotsPolicy, ttl_for
@@ -162,8 +163,7 @@ def address_refused(lease: Lease, res: FetchResult, ip: str | None,
     """The host resolved only to addresses the address policy refuses: the URL ends here, with
     its own outcome and the setting that would allow it (nothing was sent)."""
     result = LeaseResult(Completion(lease, end, Outcome.ADDRESS_REFUSED))
-    reason = (f"{res.error_detail or 'forbidden address'}: refused by the address policy "
-              "(allow_private_ips=true to crawl private, loopback or link-local addresses)")
-    result.record = lease_record(lease, Outcome.ADDRESS_REFUSED, res.started_at, ip,
-                                 reason=reason)
+    reason = f"{res.error_detail or 'refused address'} ({SETTINGS_HINT})"
+    result.record = lease_record(lease, Outcome.ADDRESS_REFUSED, res.started_at,
+                                 ip or res.ip, reason=reason)
     return result

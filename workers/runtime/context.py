@@ -54,7 +54,7 @@ def fetcher_settings(cfg: CrawlConfig) -> dict[str, Any]:
         connect_timeout_s=cfg.connect_timeout_s, read_timeout_s=cfg.read_timeout_s,
         total_timeout_s=cfg.total_timeout_s, max_bytes=cfg.max_body_bytes,
         allowed_content_types=tuple(cfg.allowed_content_types),
-        allow_private=cfg.allow_private_ips,
+        allow_private=cfg.allow_private_ips, allowed_networks=tuple(cfg.allowed_networks),
         # One request per host at a time, so one kept-alive connection per host; keep the
         # connections of the hosts in rotation (a crawl of 5,000 hosts at 1 s delays visits
         # each every few seconds) so keep-alive survives between their fetches. Internal
