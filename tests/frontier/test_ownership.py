@@ -110,3 +110,29 @@ def test_a_released_owners_leases_are_left_to_their_tasks(redis_client: redis.Re
     new = {0: f"new|{f.claim_partitions('new', [0], ttl_s=5)[0]}"}
     assert f.reap(partitions=new) == 0
     assert f.begin(leases, cfg.lease_keep_s, stagger=False) == [True, True, True]
+
+
+def test_a_worker_restarted_under_the_same_name_does_not_inherit_the_dead_claims(
+        redis_client: redis.Redis) -> None:
+    """``trawl worker --name w1`` killed and started again (a container keeps its hostname):
+    the new process is a new member, so the dead one's claims expire and are taken over
+    (and its undispatched leases re-queued) instead of being renewed as if still alive."""
+    import time
+
+    from celery import Celery
+
+    from workers.cluster.member import Member
+
+    cfg = CrawlConfig(partitions=4, allow_private_ips=True, host_delay_s=0,
+                      partition_ttl_s=0.5).validate()
+    dead = Member(redis_client, cfg, Celery("restart-test"), name="w1")
+    dead.heartbeat()
+    assert sorted(dead.owned) == [0, 1, 2, 3]
+    reborn = Member(redis_client, cfg, Celery("restart-test"), name="w1")
+    assert reborn.id != dead.id and reborn.id.startswith("w1-")
+    reborn.heartbeat()
+    assert dict(reborn.owned) == {}  # still the dead process's, until their TTL runs out
+    time.sleep(0.6)
+    reborn.heartbeat()
+    assert sorted(reborn.owned) == [0, 1, 2, 3]
+    assert all(v.split("|")[1] != dead.owned[p].split("|")[1] for p, v in reborn.owned.items())

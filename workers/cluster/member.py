@@ -68,7 +68,12 @@ class Member:
                  name: str | None = None) -> None:
         self.client = client
         self.config = config
-        self.id = name or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        # Unique per process even with a fixed name: a worker restarted under the same name
+        # (a container keeps its hostname) must not renew the dead process's claims as its
+        # own, or that process's undispatched leases wait out lease_ttl_s (lua/claim.lua).
+        incarnation = uuid.uuid4().hex[:6]
+        self.id = (f"{name}-{incarnation}" if name
+                   else f"{socket.gethostname()}-{os.getpid()}-{incarnation}")
         self.scheduler = Scheduler(client, config, app)
         self.frontier = self.scheduler.frontier
         self.members_key = Keys(config.namespace).members
