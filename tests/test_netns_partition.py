@@ -135,7 +135,8 @@ def test_partition_drill_worker_cut_off_from_redis_for_30s(
                 assert time.monotonic() < deadline, f"crawl too slow: {frontier.stats()}"
                 assert pool.alive() == WORKERS, pool.log_text(0)[-3000:]
                 time.sleep(0.2)
-            w1_parts = [p for p, o in enumerate(frontier.partition_owners()) if o and o.startswith("w1-")]
+            w1_parts = [p for p, o in enumerate(frontier.partition_owners())
+                        if o and o.startswith("w1-")]
             assert w1_parts, frontier.partition_owners()
             held = own_values(d, w1_parts)
             before = wait_for_leases_of(frontier, w1_parts, timeout_s=30.0)
