@@ -123,7 +123,7 @@ def check_robots(body: bytes, paths: Sequence[str], noise_at: Sequence[int] = ()
                                                          policy.truncated), "cache form")
     expect(_decisions(again, paths) == before, "decisions change through the cache form")
     if noise_at:
-        lines = ROBOTS_LINE_BREAK.split(policy.text)
+        lines = ROBOTS_LINE_BREAK.split(policy.text)  # the parser's own line split
         for i, at in enumerate(sorted(noise_at, reverse=True)):
             lines.insert(at % (len(lines) + 1), NOISE_LINES[i % len(NOISE_LINES)])
         noisy = RobotsPolicy("parsed", text="\n".join(lines),
@@ -169,7 +169,9 @@ def check_parse(body: bytes, url: str, content_type: str | None = None,
 
 def check_resolve(pairs: Sequence[tuple[str, str]]) -> str:
     """The memoized link resolution answers as ``join_url`` does, whatever was memoized
-    before (its key is the href and only the part of the base the href depends on)."""
+    before (its key is the href and only the part of the base the href depends on). The memo
+    is private to parse.py; it is called directly because no public answer tells a memo hit
+    from a fresh resolution."""
     for href, base in pairs:
         memo = parse._resolve(href, base)
         expect(memo == parse._join(href, base), "memo answer differs", href, base, memo)
