@@ -17,7 +17,7 @@ from celery.signals import worker_process_shutdown, worker_shutdown
 
 from frontier.counters import ERRORS
 from workers.app.celery_app import app
-from workers.fetch.order import BadMessage, FetchOrder
+from workers.fetch.order import decode_batch
 from workers.runtime.completion import apply_results
 from workers.runtime.context import close_context, get_context
 from workers.runtime.engine import close_engine, get_engine
@@ -36,16 +36,14 @@ def fetch(batch: list[Any]) -> int:
     runs: a stale lease is skipped, and a worker that dies strands its URLs that long.
     """
     ctx = get_context(app.conf.trawl_redis_url, app.conf.trawl_namespace)
-    orders: list[FetchOrder] = []
-    for msg in batch:
-        try:
-            orders.append(FetchOrder.from_json(msg))
-        except BadMessage as exc:
-            # Its URL stays leased in Redis and comes back when the lease expires.
-            log.error("malformed task message skipped: %s", exc)
-            # Partition 0's counters: a message that does not decode names no lease (and so
-            # no partition); it is rare, so it makes no hot key (completion.py spreads the rest).
-            ctx.client.hincrby(ctx.frontier.keys.stats(0), ERRORS.name("bad_message"), 1)
+    orders, bad = decode_batch(batch)
+    for exc in bad:
+        # Its URL stays leased in Redis and comes back when the lease expires.
+        log.error("malformed task message skipped: %s", exc)
+    if bad:
+        # Partition 0's counters: a message that does not decode names no lease (and so
+        # no partition); it is rare, so it makes no hot key (completion.py spreads the rest).
+        ctx.client.hincrby(ctx.frontier.keys.stats(0), ERRORS.name("bad_message"), len(bad))
     if not orders:
         return 0
     current = ctx.frontier.begin([o.lease for o in orders], ctx.config.lease_keep_s,

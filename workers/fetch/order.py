@@ -7,6 +7,7 @@ small and readable in Flower: ``[url, partition, lease id, host, entry, ip(, sco
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -44,8 +45,29 @@ class FetchOrder:
             score = float(msg[6]) if len(msg) > 6 else 0.0
             lease = Lease(int(partition), str(lease_id), str(host), Entry.decode(str(entry)),
                           score)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:  # Overflow: 10**400, Infinity
             raise BadMessage(f"bad fetch order {msg!r}: {exc}"[:300]) from exc
         if ip is not None and not isinstance(ip, str):
             raise BadMessage(f"bad IP in fetch order: {msg!r}"[:300])
+        entry = lease.entry
+        # NaN would reach the completion script as a score (no ZADD takes it); negative
+        # numbers name no lease.
+        if not math.isfinite(score) or min(lease.partition, entry.depth, entry.attempts,
+                                           entry.hops) < 0:
+            raise BadMessage(f"fetch order out of range: {msg!r}"[:300])
         return cls(lease, ip)
+
+
+def decode_batch(batch: Any) -> tuple[list[FetchOrder], list[BadMessage]]:
+    """The ``trawl.fetch`` argument: its orders, and a rejection for each element that is
+    not one (a batch that is not a list at all is one rejection, not an error in the task)."""
+    if not isinstance(batch, list):
+        return [], [BadMessage(f"not a batch of fetch orders: {batch!r}"[:300])]
+    orders: list[FetchOrder] = []
+    bad: list[BadMessage] = []
+    for msg in batch:
+        try:
+            orders.append(FetchOrder.from_json(msg))
+        except BadMessage as exc:
+            bad.append(exc)
+    return orders, bad
