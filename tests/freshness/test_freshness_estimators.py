@@ -58,7 +58,7 @@ def test_bias_reduced_beats_naive_in_every_bucket(regular_histories: dict) -> No
 
 def test_per_page_error_tradeoff(regular_histories: dict) -> None:
     """Per page, |r̂/r − 1| averaged: at 10 visits the bias-reduced estimator's larger spread
-    makes it worse below about half a change per interval and better above (documented in
+    makes it worse at half a change per interval and below, better from one up (documented in
     docs/freshness.md); its advantage at 1+ changes per interval is large."""
     mare = {b: (np.mean(abs(n / r - 1)), np.mean(abs(x / r - 1)))
             for b, (r, n, x) in regular_histories.items()}

@@ -10,7 +10,7 @@ import pytest
 from freshness.adaptive import NUTCH, STORMCRAWLER, AdaptiveRule
 from freshness.closedform import age_gain, freshness_gain, mean_age, mean_delay, mean_freshness
 from freshness.policies import PlanError, Policy, plan
-from freshness.solver import solve
+from freshness.solver import frequencies_at, solve
 
 #: TODS 2003: pages changing 1..5 times a day, 5 visits a day; the paper's optimal frequencies.
 PAPER_RATES = [1.0, 2.0, 3.0, 4.0, 5.0]
@@ -101,6 +101,11 @@ def test_a_large_plan_spends_the_budget_at_equal_marginals() -> None:
     gains = (w * freshness_gain(f, lam))[f > 0]
     np.testing.assert_allclose(gains, solution.mu, rtol=1e-6)
     assert np.all((w / lam)[f == 0] <= solution.mu * (1 + 1e-9))
+    # partitions plan apart with the crawl-wide μ and get the same frequencies
+    half = lam.size // 2
+    parts = [frequencies_at(lam[s], w[s], solution.mu, "freshness")
+             for s in (slice(0, half), slice(half, None))]
+    np.testing.assert_allclose(np.concatenate(parts), f, rtol=1e-9, atol=1e-12)
 
 
 def test_pages_that_never_change_and_bad_input() -> None:
