@@ -105,7 +105,9 @@ def _check_counts(changes: int, visits: int) -> None:
 
 def _score(lam: float, t: np.ndarray, n: np.ndarray, unchanged_s: float, alpha: float,
            beta: float) -> float:
-    return float(np.sum(n * t / np.expm1(lam * t))) - unchanged_s + alpha / lam - beta
+    with np.errstate(over="ignore"):  # e^{λt} = inf: the term is 0, as it should be
+        changed = float(np.sum(n * t / np.expm1(lam * t)))
+    return changed - unchanged_s + alpha / lam - beta
 
 
 def _rel_error(lam: float, t_all: np.ndarray, n_all: np.ndarray, alpha: float) -> float:

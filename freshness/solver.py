@@ -113,6 +113,10 @@ class _Objective:
 
     def frequencies(self, mu: float) -> tuple[Array, Array]:
         """(f, df/d log μ) at μ."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._frequencies(mu)
+
+    def _frequencies(self, mu: float) -> tuple[Array, Array]:
         lam, w = self.lam, self.w
         start = self.r
         if self.kind == "freshness":
@@ -120,8 +124,7 @@ class _Objective:
             active = c < 1.0
             cc = np.where(active, c, 0.5)
             r = invert_g(cc, None if start is None else np.where(active, start, 0.0))
-            with np.errstate(divide="ignore"):
-                drdlog = ((1.0 + r) / r) * cc / (1.0 - cc)  # r = h⁻¹(−ln(1 − c))
+            drdlog = ((1.0 + r) / r) * cc / (1.0 - cc)  # r = h⁻¹(−ln(1 − c))
         else:
             active = np.ones(lam.shape, dtype=bool)
             cc = mu * lam * lam / w
@@ -164,14 +167,24 @@ def solve(lam: Array, w: Array, budget: float, kind: str) -> Solution:
         else:
             log_hi = log_mu
         if log_hi - log_lo < 1e-14:
-            return Solution(f, float(np.exp(log_mu)), it)
+            return Solution(_spend_exactly(f, budget), float(np.exp(log_mu)), it)
         slope = dlog.sum()
         step = log_mu - err / slope if slope < 0 else np.nan
         if not log_lo < step < log_hi:
             step = (0.5 * (log_lo + log_hi) if np.isfinite(log_lo + log_hi)
                     else log_hi - 2.0 if np.isfinite(log_hi) else log_lo + 2.0)
         log_mu = step
-    return Solution(f, float(np.exp(log_mu)), MAX_OUTER)
+    return Solution(_spend_exactly(f, budget), float(np.exp(log_mu)), MAX_OUTER)
+
+
+def _spend_exactly(f: Array, budget: float) -> Array:
+    """Scale the last iterate to spend the budget when float64 cannot resolve μ further.
+
+    That happens when the budget is so small that the visited pages change hundreds of times
+    per visit: 1 − μλ/w is then below 1e-16. There F̄ ≈ f/λ, the marginal is flat, and
+    scaling those pages' visits is optimal to first order."""
+    total = f.sum()
+    return f * (budget / total) if total > 0 else f
 
 
 def frequencies_at(lam: Array, w: Array, mu: float, kind: str) -> Array:

@@ -42,7 +42,8 @@ class HistoryStore:
         self.client, self.prefix, self.buckets = client, prefix, buckets
         self.bad_records = 0
 
-    def _where(self, url: str) -> tuple[str, bytes]:
+    def location(self, url: str) -> tuple[str, bytes]:
+        """(hash key, field) of the record of ``url``."""
         h = xxhash.xxh64_intdigest(url.encode())
         return f"{self.prefix}{h % self.buckets}", h.to_bytes(8, "big")
 
@@ -51,7 +52,7 @@ class HistoryStore:
         logged, counted in ``bad_records`` and read as None)."""
         pipe = self.client.pipeline(transaction=False)
         for url in urls:
-            pipe.hget(*self._where(url))
+            pipe.hget(*self.location(url))
         out: list[VisitHistory | None] = []
         for url, raw in zip(urls, pipe.execute(), strict=True):
             try:
@@ -65,7 +66,7 @@ class HistoryStore:
     def put_many(self, records: Iterable[tuple[str, VisitHistory]]) -> None:
         pipe = self.client.pipeline(transaction=False)
         for url, record in records:
-            pipe.hset(*self._where(url), record.pack())
+            pipe.hset(*self.location(url), record.pack())
         pipe.execute()
 
     def observe_many(self, visits: Sequence[tuple[str, int, bool, int | None, int | None]]

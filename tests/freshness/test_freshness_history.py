@@ -102,6 +102,6 @@ def test_redis_store_observes_and_skips_unreadable_records(store: HistoryStore) 
     (after,) = store.observe_many([(url, T0 + 60, True, None, 2)])
     assert after.n_changed == 1 and after.digest == 2
     assert store.get_many([url]) == [after]
-    key, field = store._where(url)
+    key, field = store.location(url)
     store.client.hset(key, field, b"junk")
     assert store.get_many([url]) == [None] and store.bad_records == 1

@@ -108,6 +108,22 @@ def test_a_large_plan_spends_the_budget_at_equal_marginals() -> None:
     np.testing.assert_allclose(np.concatenate(parts), f, rtol=1e-9, atol=1e-12)
 
 
+def test_extreme_rates_weights_and_budgets_spend_the_budget() -> None:
+    rng = np.random.default_rng(41)
+    for trial in range(30):
+        n = int(rng.integers(1, 2000))
+        lam = 10 ** rng.uniform(rng.uniform(-12, 0), rng.uniform(0, 12), n)
+        w = 10 ** rng.uniform(-3, 3, n) if trial % 2 else None
+        budget = float(10 ** rng.uniform(-9, 9))
+        for policy in (Policy.FRESHNESS, Policy.AGE):
+            f = plan(lam, budget, policy, w).frequencies
+            assert np.all(np.isfinite(f)) and np.all(f >= 0)
+            assert f.sum() == pytest.approx(budget, rel=1e-6), (trial, policy)
+    # a budget so small that μ is beyond float64 (1 − μλ/w < 1e-16): the slow page gets it all
+    tiny = plan([1e-6, 1e3], 2e-9, Policy.FRESHNESS).frequencies
+    assert tiny[1] == 0 and tiny[0] == pytest.approx(2e-9)
+
+
 def test_pages_that_never_change_and_bad_input() -> None:
     result = plan([0.0, 1.0, 0.0], 2.0, Policy.FRESHNESS)
     assert result.frequencies.tolist() == [0.0, 2.0, 0.0]

@@ -102,10 +102,11 @@ def cmd_revisit_plan(args: argparse.Namespace) -> int:
 
     rates = _numbers(args.rates, "rates") if args.rates else _rates_file(args.rates_file)
     weights = _numbers(args.weights, "weights") if args.weights else None
-    if args.policy == "fixed" and args.interval is None and args.budget:
-        args.interval = len(rates) / args.budget  # the budget spread evenly
+    interval = args.interval
+    if args.policy == "fixed" and interval is None and args.budget:
+        interval = len(rates) / args.budget  # the budget spread evenly
     try:
-        result = plan(rates, args.budget, args.policy, weights, args.interval)
+        result = plan(rates, args.budget, args.policy, weights, interval)
     except PlanError as exc:
         raise ConfigError(str(exc)) from exc
     if args.json:
