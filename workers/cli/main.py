@@ -17,6 +17,7 @@ from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
 from workers.cli.crawl import url_arguments
 from workers.cli.flower import add_flower_arguments, cmd_flower
+from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
 
 log = logging.getLogger("trawl")
 
@@ -52,10 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="trawl", description=__doc__)
     parser.add_argument("-v", "--verbose", action="count", default=0)
     sub = parser.add_subparsers(dest="command", required=True)
-
     _add_crawl_commands(sub)
     _add_cluster_commands(sub)
     _add_inspection_commands(sub)
+    add_revisit_plan_parser(sub)
     return parser
 
 
@@ -380,9 +381,9 @@ def cmd_robots(args: argparse.Namespace) -> int:
     return robots_command(args.source, args.urls, args.agent, args.json, out=sys.stdout)
 
 
-COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker,
-            "scheduler": cmd_scheduler, "seed": cmd_seed, "status": cmd_status,
-            "robots": cmd_robots, "flower": cmd_flower, "dedup-report": cmd_dedup_report}
+COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "scheduler": cmd_scheduler,
+            "seed": cmd_seed, "status": cmd_status, "robots": cmd_robots, "flower": cmd_flower,
+            "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan}
 
 
 def main(argv: list[str] | None = None) -> int:

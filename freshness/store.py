@@ -1,0 +1,79 @@
+"""Visit histories in Redis: 64-byte records in small hashes keyed by a 64-bit URL hash.
+
+Records are grouped into ``buckets`` hashes (``<prefix><n>``) by xxh64 of the URL; the field is
+the 8-byte hash, not the URL. Sized so that a hash holds at most Redis's
+``hash-max-listpack-entries`` (128 by default) fields, each hash stays a listpack and a URL costs
+about its 72 bytes of field and value plus a few bytes of listpack headers, and no copy of the URL
+(the revisit schedule already holds it). Two URLs with the same 64-bit hash would share a record:
+at 10⁹ URLs the chance that any pair does is about 3 %, and the harm is one merged history.
+
+The crawl passes a partition's prefix (frontier.keys.Keys.prefix(p) + "fh:") so the records of a
+partition share its slot. A URL is visited by one worker at a time (its host is leased), so
+the read-modify-write of ``observe_many`` needs no lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import redis
+import xxhash
+
+from freshness.history import RecordError, VisitHistory
+
+log = logging.getLogger(__name__)
+
+#: Records per hash the bucket count aims at (listpack limit 128, minus slack for skew).
+TARGET_PER_HASH = 96
+
+
+def buckets_for(expected_urls: int) -> int:
+    """Hashes to spread ``expected_urls`` records over, each staying a listpack."""
+    return max(1, -(-expected_urls // TARGET_PER_HASH))
+
+
+class HistoryStore:
+    """Get and put packed ``VisitHistory`` records of URLs."""
+
+    def __init__(self, client: redis.Redis, prefix: str, buckets: int) -> None:
+        if buckets < 1:
+            raise ValueError(f"buckets must be >= 1, got {buckets}")
+        self.client, self.prefix, self.buckets = client, prefix, buckets
+        self.bad_records = 0
+
+    def location(self, url: str) -> tuple[str, bytes]:
+        """(hash key, field) of the record of ``url``."""
+        h = xxhash.xxh64_intdigest(url.encode())
+        return f"{self.prefix}{h % self.buckets}", h.to_bytes(8, "big")
+
+    def get_many(self, urls: Sequence[str]) -> list[VisitHistory | None]:
+        """The records of ``urls`` (None where there is none; an unreadable record is
+        logged, counted in ``bad_records`` and read as None)."""
+        pipe = self.client.pipeline(transaction=False)
+        for url in urls:
+            pipe.hget(*self.location(url))
+        out: list[VisitHistory | None] = []
+        for url, raw in zip(urls, pipe.execute(), strict=True):
+            try:
+                out.append(VisitHistory.unpack(raw) if raw is not None else None)
+            except RecordError as exc:
+                self.bad_records += 1
+                log.warning("history of %s unreadable, starting afresh: %s", url, exc)
+                out.append(None)
+        return out
+
+    def put_many(self, records: Iterable[tuple[str, VisitHistory]]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for url, record in records:
+            pipe.hset(*self.location(url), record.pack())
+        pipe.execute()
+
+    def observe_many(self, visits: Sequence[tuple[str, int, bool, int | None, int | None]]
+                     ) -> list[VisitHistory]:
+        """Record visits (url, time_s, changed, last_modified_s, digest); the new records."""
+        old = self.get_many([v[0] for v in visits])
+        new = [(rec or VisitHistory()).observe(t, changed, lm, digest)
+               for rec, (_url, t, changed, lm, digest) in zip(old, visits, strict=True)]
+        self.put_many(zip((v[0] for v in visits), new, strict=True))
+        return new
