@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -17,6 +16,7 @@ from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
 from workers.cli.crawl import url_arguments
 from workers.cli.flower import add_flower_arguments, cmd_flower
+from workers.cli.options import settings_from_args
 from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
 
 log = logging.getLogger("trawl")
@@ -132,32 +132,6 @@ def _add_inspection_commands(sub: Any) -> None:
     robots.add_argument("--json", action="store_true")
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    if getattr(args, "config", None):
-        try:
-            data.update(json.loads(Path(args.config).read_text()))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"Cannot read --config {args.config}: {exc}") from exc
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
-        try:
-            data[name] = json.loads(value)
-        except json.JSONDecodeError:
-            data[name] = value
-    for name, attr in (("partitions", "partitions"), ("max_pages", "max_pages"),
-                       ("max_depth", "max_depth"), ("host_delay_s", "delay"),
-                       ("ip_concurrency", "ip_concurrency"), ("output_dir", "output"),
-                       ("namespace", "namespace"), ("ordering", "ordering"),
-                       ("fetch_concurrency", "concurrency")):
-        value = getattr(args, attr, None)
-        if value is not None:
-            data[name] = value
-    return data
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from sandbox import SandboxConfig, SandboxWeb
 
@@ -176,7 +150,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     "allowed_domains": [web_cfg.domain], "connect_timeout_s": 2.0,
                     "read_timeout_s": 3.0, "total_timeout_s": 5.0, "retry_backoff_s": 0.5,
                     "robots_error_ttl_s": 3600.0}
-        settings.update(_settings(args))
+        settings.update(settings_from_args(args))
         settings["output_dir"] = str(out)
         return run_crawl(args, CrawlConfig.from_dict(settings), list(web.seeds), out)
 
@@ -191,7 +165,7 @@ def cmd_crawl(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise ConfigError(f"Cannot read --seeds {args.seed_file}: {exc}") from exc
     seeds = canonical_seeds(raw) if (raw or not args.resume) else []
-    settings = _settings(args)
+    settings = settings_from_args(args)
     settings.setdefault("allowed_domains", args.allow or default_domains(seeds))
     out = Path(settings.get("output_dir", "trawl-out"))
     return run_crawl(args, CrawlConfig.from_dict(settings), seeds, out,
