@@ -19,12 +19,14 @@ round-trip times on TCP and TLS handshakes (loopback), and pages larger than the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,7 +40,7 @@ from frontier.counters import accounted
 from frontier.keys import Keys
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxWeb
-from workers.cli.crawl import CrawlWatcher, WorkerPool, init_crawl
+from workers.cli.crawl import CrawlWatcher, WorkerPool, admit_seeds, init_crawl
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WARM_UP_S = 300.0  # RSS before this age of a worker is its warm-up, not a leak
@@ -80,15 +82,24 @@ def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return slope, r2
 
 
-def soak_config(web: SandboxWeb, out: Path, hostile_hosts: dict[str, str]) -> CrawlConfig:
+def soak_config(web: SandboxWeb, out: Path, hostile: Hostile | None) -> CrawlConfig:
     """Trawl's defaults for the real web, except what the sandbox needs: its names pinned to
-    loopback, private addresses allowed, its CA trusted, a 1 s host delay (the bench's)."""
+    loopback, loopback allowed by ``allowed_networks`` (so the hostile web's redirects to
+    private and link-local addresses are still refused), its CAs trusted, a 1 s host delay."""
+    static, domains, extra = dict(web.resolver_map), [web.config.domain], {}
+    ca = Path(out.parent / "ca-bundle.pem")
+    ca.write_bytes(Path(web.ca_path).read_bytes() if web.ca_path else b"")
+    if hostile is not None:
+        static.update(hostile.static_hosts)
+        domains.append(hostile.domain)
+        extra["dns_servers"] = [hostile.dns_server]
+        with ca.open("ab") as f:
+            f.write(hostile.ca_path.read_bytes())
     return CrawlConfig(
         namespace="soak", host_delay_s=1.0, adaptive_delay_factor=0.0,
-        allow_private_ips=True, ip_concurrency=0,
-        static_hosts={**web.resolver_map, **hostile_hosts},
-        allowed_domains=[web.config.domain, *hostile_hosts], ca_bundle=web.ca_path,
-        output_dir=str(out)).validate()
+        allow_private_ips=False, allowed_networks=["127.0.0.0/8"], ip_concurrency=0,
+        static_hosts=static, allowed_domains=domains, ca_bundle=str(ca),
+        output_dir=str(out), **extra).validate()
 
 
 def unfinished(client: redis.Redis, config: CrawlConfig) -> list[dict[str, object]]:
@@ -110,29 +121,55 @@ def unfinished(client: redis.Redis, config: CrawlConfig) -> list[dict[str, objec
     return out
 
 
-def hostile_seeds() -> tuple[object | None, dict[str, str], list[str]]:
-    """The hostile server (sandbox/hostile.py) when it exists: (handle, host map, seeds)."""
+@contextlib.contextmanager
+def hostile_web(tmp: Path) -> Iterator[Hostile | None]:
+    """The hostile server and its name server (sandbox/hostile.py), when that module exists."""
     try:
-        from sandbox import hostile  # type: ignore[attr-defined]
+        from sandbox.hostile import DOMAIN, HostileServer
+        from sandbox.hostile_cases import cases
+        from sandbox.hostile_dns import HostileDNS
+        from sandbox.hostile_tls import FaultyCertificates
     except ImportError:
-        return None, {}, []
-    server = hostile.HostileWeb().start()  # type: ignore[attr-defined]
-    return server, dict(server.resolver_map), list(server.seeds)
+        yield None
+        return
+    all_cases = cases(private=True)
+    certs = FaultyCertificates({c.host: c.tls for c in all_cases if c.tls}, tmp / "hostile-tls")
+    names = {c.host: c.dns for c in all_cases if c.dns}
+    static = {f"{n}.{DOMAIN}": "127.0.0.1" for c in all_cases if not c.dns
+              for n in (c.name, *c.aliases)}
+    static[f"metadata.{DOMAIN}"] = "169.254.169.254"  # in scope, the cloud metadata address
+    with HostileServer(all_cases, certs.context) as server, HostileDNS(names) as dns:
+        yield Hostile(DOMAIN, static, f"127.0.0.1:{dns.port}", Path(certs.ca_path),
+                      [c.seed(server.port, server.tls_port) for c in all_cases])
+
+
+@dataclass
+class Hostile:
+    domain: str
+    static_hosts: dict[str, str]
+    dns_server: str
+    ca_path: Path
+    seeds: list[str]
+
+    def round_seeds(self, n: int) -> list[str]:
+        """The seeds as new URLs (a query per round), so every round fetches them again."""
+        return [f"{u}{'&' if '?' in u else '?'}soak={n}" for u in self.seeds]
 
 
 def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
     server = EmbeddedRedis(tmp / "redis").start()
-    hostile, hostile_map, extra_seeds = hostile_seeds()
     web_cfg = SandboxConfig.internet(seed=3, hosts=a.hosts, pages_per_host=a.pages_per_host,
                                      ips=min(250, a.hosts), crawl_delay_s=1.0, traps=True,
                                      duplicates=True, robots_slow_s=0.2, slow_page_s=0.2,
                                      hang_s=0.5)
     soak = Soak(a.minutes, a.kill_every)
     try:
-        with SandboxWeb(web_cfg, tmp / "requests.log", start_timeout_s=300) as web:
+        with SandboxWeb(web_cfg, tmp / "requests.log", start_timeout_s=300) as web, \
+                hostile_web(tmp) as hostile:
             client = redis.Redis.from_url(server.url)
-            config = soak_config(web, tmp / "out", hostile_map)
-            frontier = init_crawl(client, config, [*web.seeds, *extra_seeds])
+            config = soak_config(web, tmp / "out", hostile)
+            frontier = init_crawl(client, config, [
+                *web.seeds, *(hostile.round_seeds(0) if hostile else [])])
             pool = WorkerPool(server.url, "soak", 3, None, tmp / "logs").start()
             names = ["w0", "w1", "w2"]
             born = [time.monotonic()] * 3
@@ -155,6 +192,8 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
                                            "worker": names[victim]})
                         victim = 2 if victim == 1 else 1
                         next_kill += a.kill_every
+                        if hostile is not None:  # the hostile hosts again, as new URLs
+                            admit_seeds(frontier, hostile.round_seeds(len(soak.kills)))
                     st = watcher.poll()
                     mem = client.info("memory")
                     soak.samples.append(Sample(
@@ -176,8 +215,6 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
                 "unfinished": unfinished(client, config)}
     finally:
         server.stop()
-        if hostile is not None:
-            hostile.stop()  # type: ignore[attr-defined]
     return soak, summary
 
 
