@@ -2,7 +2,7 @@
 and labelled duplicates (and the hostile hosts of sandbox/hostile.py when that module is there)
 mixed in, while a worker is SIGKILLed every ``--kill-every`` seconds and started again.
 
-    .venv/bin/python bench/soak.py [--minutes 30] [--kill-every 120] [--hosts 2000]
+    .venv/bin/python bench/soak.py [--minutes 30] [--kill-every 120] [--hosts 200]
 
 Three worker processes: ``w0`` is never killed (it is the witness for a leak: its RSS over the
 whole soak), ``w1`` and ``w2`` are killed in turn. After ``--minutes`` the kills stop and the
@@ -82,10 +82,11 @@ def least_squares(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return slope, r2
 
 
-def soak_config(web: SandboxWeb, out: Path, hostile: Hostile | None) -> CrawlConfig:
+def soak_config(web: SandboxWeb, out: Path, hostile: Hostile | None,
+                delay_s: float) -> CrawlConfig:
     """Trawl's defaults for the real web, except what the sandbox needs: its names pinned to
     loopback, loopback allowed by ``allowed_networks`` (so the hostile web's redirects to
-    private and link-local addresses are still refused), its CAs trusted, a 1 s host delay."""
+    private and link-local addresses are still refused), its CAs trusted, ``delay_s``."""
     static, domains, extra = dict(web.resolver_map), [web.config.domain], {}
     ca = Path(out.parent / "ca-bundle.pem")
     ca.write_bytes(Path(web.ca_path).read_bytes() if web.ca_path else b"")
@@ -96,10 +97,21 @@ def soak_config(web: SandboxWeb, out: Path, hostile: Hostile | None) -> CrawlCon
         with ca.open("ab") as f:
             f.write(hostile.ca_path.read_bytes())
     return CrawlConfig(
-        namespace="soak", host_delay_s=1.0, adaptive_delay_factor=0.0,
+        namespace="soak", host_delay_s=delay_s, adaptive_delay_factor=0.0,
         allow_private_ips=False, allowed_networks=["127.0.0.0/8"], ip_concurrency=0,
         static_hosts=static, allowed_domains=domains, ca_bundle=str(ca),
         output_dir=str(out), **extra).validate()
+
+
+def stored(client: redis.Redis, config: CrawlConfig) -> dict[str, int]:
+    """What Redis really holds, counted from the data, not the counters: URLs in host queues
+    and leases. With the counters of ended URLs they must add up to every URL admitted."""
+    keys, queued, leased = Keys(config.namespace), 0, 0
+    for p in range(config.partitions):
+        for key in client.scan_iter(match=keys.prefix(p) + "q:*", count=1000):
+            queued += client.llen(key) if client.type(key) == b"list" else client.zcard(key)
+        leased += client.hlen(keys.prefix(p) + "L")
+    return {"queued": queued, "leased": leased}
 
 
 def unfinished(client: redis.Redis, config: CrawlConfig) -> list[dict[str, object]]:
@@ -167,7 +179,7 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
         with SandboxWeb(web_cfg, tmp / "requests.log", start_timeout_s=300) as web, \
                 hostile_web(tmp) as hostile:
             client = redis.Redis.from_url(server.url)
-            config = soak_config(web, tmp / "out", hostile)
+            config = soak_config(web, tmp / "out", hostile, a.delay)
             frontier = init_crawl(client, config, [
                 *web.seeds, *(hostile.round_seeds(0) if hostile else [])])
             pool = WorkerPool(server.url, "soak", 3, None, tmp / "logs").start()
@@ -176,6 +188,7 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
             watcher = CrawlWatcher(frontier)
             start = time.monotonic()
             next_kill, victim = start + a.kill_every, 1
+            next_hostile, rounds = start + a.hostile_every, 0
             drain_until = start + a.minutes * 60 + a.drain_minutes * 60
             try:
                 while True:
@@ -192,8 +205,11 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
                                            "worker": names[victim]})
                         victim = 2 if victim == 1 else 1
                         next_kill += a.kill_every
-                        if hostile is not None:  # the hostile hosts again, as new URLs
-                            admit_seeds(frontier, hostile.round_seeds(len(soak.kills)))
+                    if hostile is not None and now - start < a.minutes * 60 \
+                            and now >= next_hostile:  # the hostile hosts again, as new URLs
+                        rounds += 1
+                        admit_seeds(frontier, hostile.round_seeds(rounds))
+                        next_hostile += a.hostile_every
                     st = watcher.poll()
                     mem = client.info("memory")
                     soak.samples.append(Sample(
@@ -207,18 +223,20 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
                     if now > drain_until:
                         break
                     time.sleep(5.0)
+                summary = {"hostile_rounds": rounds,
+                           "ages_at_end_s": [round(time.monotonic() - b, 1) for b in born],
+                           "unfinished": unfinished(client, config)}  # before the workers stop
             finally:
                 pool.stop()
-            final = watcher.poll()
-            summary = {"final_counters": final, "ages_at_end_s": [
-                round(time.monotonic() - b, 1) for b in born],
-                "unfinished": unfinished(client, config)}
+            # Both read once the workers are gone, so nothing moves between the two reads.
+            summary["final_counters"] = watcher.poll()
+            summary["stored_after_stop"] = stored(client, config)
     finally:
         server.stop()
     return soak, summary
 
 
-def figures(soak: Soak, final: dict[str, int]) -> dict[str, object]:
+def figures(soak: Soak, final: dict[str, int], held: dict[str, int]) -> dict[str, object]:
     """The soak's verdicts: RSS slopes after warm-up, Redis bytes per URL, URLs lost."""
     out: dict[str, object] = {}
     w0 = [(s.t_s, s.rss_mb["w0"]) for s in soak.samples
@@ -237,8 +255,9 @@ def figures(soak: Soak, final: dict[str, int]) -> dict[str, object]:
     out["redis_fit_r2"] = round(r2, 4)
     out["admitted"] = final.get("admitted", 0)
     out["accounted"] = accounted(final)
-    out["lost"] = final.get("admitted", 0) - accounted(final) - final.get("queued", 0) \
-        - final.get("inflight", 0)
+    # Lost: admitted, but neither ended (a final counter) nor in Redis (a queue or a lease),
+    # counted after the workers stopped.
+    out["lost"] = final.get("admitted", 0) - accounted(final) - held["queued"] - held["leased"]
     out["unfinished_at_end"] = final.get("queued", 0) + final.get("inflight", 0)
     out["kills"] = len(soak.kills)
     out["fetched"] = final.get("fetched", 0)
@@ -279,16 +298,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--kill-every", type=float, default=120.0)
-    ap.add_argument("--drain-minutes", type=float, default=15.0)
-    ap.add_argument("--hosts", type=int, default=2000)
-    ap.add_argument("--pages-per-host", type=int, default=150)
+    ap.add_argument("--drain-minutes", type=float, default=5.0,
+                    help="after the kills, wait this long at most for the crawl to end")
+    ap.add_argument("--hostile-every", type=float, default=300.0,
+                    help="seconds between rounds of the hostile hosts' seeds (as new URLs)")
+    # A web the crawl cannot finish in --minutes at the politeness rate (200 hosts / ~2.3 s:
+    # ~90 pages/s, about one core): the soak is about staying up, not speed.
+    ap.add_argument("--hosts", type=int, default=200)
+    ap.add_argument("--pages-per-host", type=int, default=800)
+    ap.add_argument("--delay", type=float, default=2.0, help="host_delay_s")
     a = ap.parse_args()
     stamp = time.strftime("%Y%m%d-%H%M%S")
     with tempfile.TemporaryDirectory(prefix="soak-") as d:
         soak, summary = run(a, Path(d))
     final = summary["final_counters"]
     assert isinstance(final, dict)
-    result = {"args": vars(a), "figures": figures(soak, final), **summary,
+    held = summary["stored_after_stop"]
+    assert isinstance(held, dict)
+    result = {"args": vars(a), "figures": figures(soak, final, held), **summary,
               "kills": soak.kills, "samples": [asdict(s) for s in soak.samples]}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"soak-{stamp}.json").write_text(json.dumps(result, indent=1))
