@@ -114,6 +114,21 @@ def stored(client: redis.Redis, config: CrawlConfig) -> dict[str, int]:
     return {"queued": queued, "leased": leased}
 
 
+def redis_breakdown(client: redis.Redis) -> dict[str, dict[str, int]]:
+    """Redis memory by kind of key (the part of the name after the partition tag, up to a
+    colon: ``q``, ``rb``, ``L``, ``bf`` ...), from MEMORY USAGE of every key: where the bytes
+    per admitted URL go."""
+    kinds: dict[str, dict[str, int]] = {}
+    for key in client.scan_iter(count=1000):
+        name = key.decode(errors="replace")
+        tail = name.rsplit("}:", 1)[-1] if "}:" in name else name.split(":", 1)[-1]
+        kind = tail.split(":", 1)[0] if ":" in tail else tail.rstrip("0123456789")
+        entry = kinds.setdefault(kind, {"keys": 0, "bytes": 0})
+        entry["keys"] += 1
+        entry["bytes"] += int(client.memory_usage(key, samples=0) or 0)
+    return dict(sorted(kinds.items(), key=lambda kv: -kv[1]["bytes"]))
+
+
 def unfinished(client: redis.Redis, config: CrawlConfig) -> list[dict[str, object]]:
     """Where the URLs still queued or leased at the end wait: per partition, the hosts of the
     ready heap with their seconds to wait, the leased hosts and their leases' deadlines."""
@@ -231,6 +246,7 @@ def run(a: argparse.Namespace, tmp: Path) -> tuple[Soak, dict[str, object]]:
             # Both read once the workers are gone, so nothing moves between the two reads.
             summary["final_counters"] = watcher.poll()
             summary["stored_after_stop"] = stored(client, config)
+            summary["redis_by_kind"] = redis_breakdown(client)
     finally:
         server.stop()
     return soak, summary
