@@ -174,6 +174,11 @@ FIXED: tuple[CounterSpec, ...] = (
                 Shown.INTERNAL),
     CounterSpec("bloom_fill", "URLs in the current Bloom layer", _LUA + "admit.lua",
                 Shown.INTERNAL),
+    CounterSpec("orphan_seq", "last lease number of an owner lost without a release: its "
+                "leases no worker began are re-queued at once", _LUA + "claim.lua",
+                Shown.INTERNAL),
+    CounterSpec("released", "1 while the partition's last owner released it cleanly",
+                _LUA + "release_partition.lua", Shown.INTERNAL),
 )
 
 #: Fetch errors by kind (a retry or a failure each count once).
