@@ -173,8 +173,9 @@ def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: st
         return LeaseResult(Completion(lease, wait, Outcome.RETRY, requeue=retry), counters=counters)
     log.warning("failed after %d attempts: %s: %s", entry.attempts + 1, entry.url, reason)
     result = LeaseResult(Completion(lease, next_allowed, Outcome.FAILED), counters=counters)
+    # error: the class of failure (frontier.counters ERRORS), reason: its detail
     result.record = lease_record(lease, Outcome.FAILED, res.started_at if res else time.time(), ip,
-                            reason=reason, status=res.status if res else None)
+                                 error=kind, reason=reason, status=res.status if res else None)
     return result
 
 
