@@ -103,6 +103,8 @@ DETAIL = {
     "chunked-bad": "Invalid character in chunk size", "huge-header": "Got more than 65536",
     "many-headers": "Too many headers", "status-garbage": "Bad status line",
     "status-nocode": "Invalid status code", "hang": "Timeout on reading data",
+    "tls-self-signed": "self-signed certificate", "tls-expired": "certificate has expired",
+    "tls-wrong-host": "Hostname mismatch", "refused": "Connect call failed",
 }
 PRIVATE = {"redirect-private", "robots-private", "dns-private"}
 NEEDS_ALLOW_LIST = pytest.mark.xfail(
