@@ -90,9 +90,9 @@ EXPECTED: dict[str, Expect] = {
     "reset": E("truncated", "reason", "IncompleteRead(3000 bytes read"),
     "hang": E("failed", "error", "timeout"),
     "refused": E("robots_blocked", "reason", "connect_error"),
-    "dns-nxdomain": E("robots_blocked", "reason", "unavailable: dns"),
-    "dns-servfail": E("robots_blocked", "reason", "unavailable: dns"),
-    "dns-timeout": E("robots_blocked", "reason", "unavailable: dns"),
+    "dns-nxdomain": E("failed", "error", "dns"),
+    "dns-servfail": E("failed", "error", "dns"),
+    "dns-timeout": E("failed", "error", "dns"),
     "redirect-private": E("fetched", "status", 302),
     "robots-private": E("address_refused", "reason", "169.254.169.254"),
     "dns-private": E("address_refused", "reason", "10.0.0.7"),
@@ -105,6 +105,8 @@ DETAIL = {
     "status-nocode": "Invalid status code", "hang": "Timeout on reading data",
     "tls-self-signed": "self-signed certificate", "tls-expired": "certificate has expired",
     "tls-wrong-host": "Hostname mismatch", "refused": "Connect call failed",
+    "dns-nxdomain": "nxdomain: name does not exist", "dns-servfail": "name servers failed",
+    "dns-timeout": "no answer within",
 }
 PRIVATE = {"redirect-private", "robots-private", "dns-private"}
 NEEDS_ALLOW_LIST = pytest.mark.xfail(

@@ -78,6 +78,11 @@ def finish_lease(ctx: PipelineServices, lease: Lease, step: FetchStep,
     """What the fetch of ``step`` means for ``lease``: its host's verdicts, or the page
     stored, parsed and its links taken."""
     if step.kind is FetchKind.ROBOTS:
+        if res.error == "dns" and not res.redirects:
+            # The host has no address: no robots.txt answered, nothing to cache for it; the
+            # URL fails (after its retries) for that reason, not as blocked by robots.txt.
+            return _fail_or_retry(ctx, lease, step.ip, "dns", res.error_detail or "dns",
+                                  time.time(), res)
         return robots_fetched(ctx, lease, step, res)
     if step.kind is FetchKind.PROBE:
         return probe_fetched(ctx, lease, step, res)
