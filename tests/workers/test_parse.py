@@ -28,6 +28,23 @@ def test_basic_resolution_and_fragments_kept() -> None:
     ]
 
 
+@pytest.mark.parametrize("depth", [100, 300, 100_000])
+def test_links_past_libxml2s_depth_limit_are_read(depth: int) -> None:
+    """libxml2 drops everything past 256 nested elements; the flat scan reads those links
+    (base, nofollow and order kept) and says so. At depth 100 lxml reads it all itself."""
+    body = (b"<html><head><base href='http://b.test/d/'><title>t</title></head><body>"
+            b"<a href=first>1</a>" + b"<div>" * depth + b"<a href=deep rel=nofollow>d</a>"
+            + b"</div>" * depth + b"<a href='javascript:x'>j</a><a href=/after>a</a></body>"
+            b"</html>")
+    page = parse_html(body, "http://a.test/")
+    assert [(link.url, link.nofollow) for link in page.links] == [
+        ("http://b.test/d/first", False), ("http://b.test/d/deep", True),
+        ("http://b.test/after", False)]
+    assert page.title == "t"
+    assert (page.error is not None and "nested deeper" in page.error) == (depth > 256)
+    assert page.tree is not None
+
+
 def test_base_href_first_one_wins() -> None:
     page = parse_html(b'<head><base href="/other/"><base href="http://evil/"></head>'
                       b'<a href="x">x</a>', URL)

@@ -27,6 +27,7 @@ from lxml import etree
 
 from frontier.memo import BoundedMemo
 from frontier.useragent import ROBOTS_TOKEN
+from workers.pipeline.flatscan import ScannedPage
 
 __all__ = ["DEFAULT_MAX_LINKS", "Link", "ParsedPage", "extract_text", "parse_html", "soup"]
 
@@ -153,9 +154,14 @@ def _parse_tree(body: bytes, encoding: str) -> Any:
     except LookupError:  # libxml2/iconv lacks this codec: decode in Python instead
         parser = None
     if parser is None:
-        text = body.decode(encoding, "replace").replace("\x00", "\ufffd")
-        return etree.fromstring(text, _parser_str())
-    return etree.fromstring(body, parser)
+        parser = _parser_str()
+        root = etree.fromstring(body.decode(encoding, "replace").replace("\x00", "\ufffd"),
+                                parser)
+    else:
+        root = etree.fromstring(body, parser)
+    # libxml2 stops at its depth limit and drops the rest of the page (flatscan.py)
+    _local.too_deep = any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log)
+    return root
 
 
 def _parser_str() -> etree.HTMLParser:
@@ -198,7 +204,13 @@ def parse_html(
     if _looks_binary(body):
         page.error = "binary content (control bytes), parsed anyway"
     try:
-        _walk(page, root, url, max_links, agent)
+        if getattr(_local, "too_deep", False):
+            page.error = ("nested deeper than libxml2's limit (256 elements): links read by a "
+                          "flat scan of the tags")
+            _walk(page, ScannedPage(body.decode(page.encoding, "replace"), _TAGS), url,
+                  max_links, agent)
+        else:
+            _walk(page, root, url, max_links, agent)
     except Exception as exc:  # keep what was recovered
         page.error = f"extraction failed: {type(exc).__name__}: {exc}"[:300]
     if page.meta_nofollow:
