@@ -205,6 +205,9 @@ def test_links_of_hostile_pages_are_taken_with_care(crawl: HostileCrawl) -> None
     assert all(h.endswith(".hostile.test") for h in hosts), hosts
     assert not [h for h in hosts if "xn--" in h]  # homographs: other domains, out of scope
     assert crawl.record("deep-nesting")["links_found"] == 1
+    million = crawl.record("million-links")  # the first 2 MiB: ~140,000 links, 5,000 taken
+    assert million["links_dropped"] > 100_000
+    assert crawl.stats["links_over_page_cap"] == million["links_dropped"]
     assert crawl.record("deep-nesting", "/deep-link")["outcome"] == "fetched"
 
 

@@ -107,8 +107,10 @@ def test_title_and_link_cap() -> None:
     html = "<title> Hello \n world </title>" + "".join(f"<a href='/p{i}'>x</a>" for i in range(50))
     page = parse_html(html.encode(), URL, max_links=10)
     assert page.title == "Hello world"
-    assert len(page.links) == 10 and page.truncated
-    assert not parse_html(html.encode(), URL).truncated
+    assert len(page.links) == 10 and page.truncated and page.dropped == 40
+    assert [link.url for link in page.links] == [f"https://example.com/p{i}" for i in range(10)]
+    whole = parse_html(html.encode(), URL)
+    assert not whole.truncated and whole.dropped == 0 and len(whole.links) == 50
 
 
 @pytest.mark.parametrize("body", [

@@ -227,6 +227,9 @@ def _fetched(
             log.info("parse problem on %s: %s", entry.url, parsed.error)
         page.found = len(parsed.links)
         page.links = parsed.links
+        if parsed.dropped:  # a page of a million links: the rest are not followed
+            result.counters["links_over_page_cap"] += parsed.dropped
+            page.extra["links_dropped"] = parsed.dropped
         if (probe is not None and probe.soft404_host and parsed.tree is not None
                 and is_soft404(probe, signature_of(parsed.tree, entry.url),
                                ctx.config.soft404_threshold)):

@@ -67,8 +67,9 @@ class ParsedPage:
     meta_noindex: bool
     canonical: str | None
     error: str | None
-    #: Links beyond ``max_links`` were dropped.
+    #: Links beyond ``max_links`` were dropped (``dropped`` of them).
     truncated: bool = False
+    dropped: int = 0
     encoding: str = "utf-8"
     #: The lxml root (for extract_text / user extractors); None when nothing parsed.
     tree: Any = field(default=None, repr=False, compare=False)
@@ -280,16 +281,20 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
         raw = raw.strip()
         if not raw or raw[:11].lower().startswith(_SKIP_SCHEMES):
             continue
+        if seen_links >= max_links and tag != "link":
+            page.dropped += 1  # past the cap: not even resolved (a page of a million links)
+            continue
         resolved = _resolve(raw, base, parts)
         if resolved is None:
             continue
         if tag == "link" and page.canonical is None:
             page.canonical = resolved
-        seen_links += 1
-        if seen_links > max_links:
-            page.truncated = True
+        if seen_links >= max_links:
+            page.dropped += 1
             continue
+        seen_links += 1
         links.append(Link(resolved, nofollow, tag))
+    page.truncated = page.dropped > 0
 
 
 #: (the part of the base a href's resolution depends on, href) -> resolved URL or None.
