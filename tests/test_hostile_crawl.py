@@ -82,7 +82,7 @@ EXPECTED: dict[str, Expect] = {
     "robots-huge": E("fetched", "links_admitted", 2),
     "robots-binary": E("fetched", "status", 200),
     "robots-endless": E("robots_blocked", "reason", "body cut short (time)"),
-    "robots-other": E("robots_blocked", "reason", "parsed"),
+    "robots-other": E("robots_blocked", "reason", "disallowed by robots.txt"),
     "tls-ok": E("fetched", "status", 200),
     "tls-self-signed": E("robots_blocked", "reason", "tls_error"),
     "tls-expired": E("robots_blocked", "reason", "tls_error"),
@@ -220,7 +220,9 @@ def test_redirect_loops_and_chains_end(crawl: HostileCrawl) -> None:
 
 
 def test_robots_rules_of_a_huge_robots_txt_hold(crawl: HostileCrawl) -> None:
-    assert crawl.record("robots-huge", "/secret")["outcome"] == "robots_blocked"
+    secret = crawl.record("robots-huge", "/secret")
+    assert secret["outcome"] == "robots_blocked"
+    assert secret["reason"] == "disallowed by robots.txt", secret
     assert not crawl.requests("robots-huge", "/secret")
     assert crawl.record("robots-huge", "/open")["outcome"] == "fetched"
 
