@@ -32,8 +32,9 @@ def main() -> None:
         for family in (*FAMILIES, "all"):
             crawl = crawl_hostile_web(redis.url, root / family, f"rss-{family}",
                                       families=None if family == "all" else {family})
-            begun = min((h.start for h in crawl.hits), default=0.0)
             samples = crawl.rss.samples
+            # RSS when the first request went out (no request at all, as for DNS: 2 s in)
+            begun = min((h.start for h in crawl.hits), default=samples[0][0] + 2.0)
             first = max((r for t, r in samples if t <= begun), default=samples[0][1])
             rows.append((family, len(crawl.cases), len(crawl.records), first / MIB,
                          crawl.rss.peak / MIB, crawl.elapsed_s, crawl.worker_alive))

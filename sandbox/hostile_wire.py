@@ -121,9 +121,13 @@ async def reset_mid_body(conn: Conn) -> None:
 
 
 async def chunked_bad(conn: Conn) -> None:
-    """Chunked framing with a chunk size that is not hexadecimal."""
-    await conn.head("200 OK", [("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")])
-    await conn.send(b"%x\r\n%s\r\nzz\r\nnot a chunk\r\n0\r\n\r\n" % (len(PAGE), PAGE))
+    """Chunked framing with a chunk size that is not hexadecimal, after one good chunk, in one
+    write with the head. (Sent after the head in a write of its own, aiohttp 3.14 loses the
+    parse error in about one fetch of four and the read waits for the time cap: 10 of 40 in
+    docs/hostile-web.md's measurement; one write keeps this case's outcome fixed.)"""
+    await conn.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nTransfer-Encoding: "
+                    b"chunked\r\n\r\n%x\r\n%s\r\nzz\r\nnot a chunk\r\n0\r\n\r\n"
+                    % (len(PAGE), PAGE))
 
 
 async def chunked_cut(conn: Conn) -> None:
