@@ -257,9 +257,12 @@ def test_outcome_table(crawl: HostileCrawl) -> None:
             "|---|---|---|---|---|"]
     for case in crawl.cases:
         rec = crawl.records[crawl.seeds[case.name]]
-        why = [f"{k}={rec[k]}" for k in ("status", "error", "truncated", "parse_error",
-                                         "links_found") if rec.get(k) not in (None, 0)]
-        reason = str(rec.get("reason", ""))[:110].replace("|", "\\|").replace("\n", " ")
+        why = [f"{k}={rec[k]}" for k in ("status", "error", "truncated", "bytes", "parse_error",
+                                         "links_found", "links_admitted", "links_dropped")
+               if rec.get(k) not in (None, 0)]
+        reason = " ".join(str(rec.get("reason", "")).replace("|", "/").split())
+        if len(reason) > 120:  # its start names the exception, its end the cause
+            reason = f"{reason[:50]} ... {reason[-65:]}"
         rows.append(f"| {case.title} | {case.family} | {rec['outcome']} | "
                     f"{'; '.join(why + ([reason] if reason else []))} | {rec['attempts']} |")
     table = "\n".join(rows) + "\n"
