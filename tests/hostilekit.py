@@ -120,10 +120,11 @@ def read_records(out: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
 
 
 def crawl_hostile_web(redis_url: str, tmp: Path, namespace: str = "hostile",
-                      timeout_s: float = 120.0, families: set[str] | None = None
-                      ) -> HostileCrawl:
+                      timeout_s: float = 120.0, families: set[str] | None = None,
+                      engine: str = "loop") -> HostileCrawl:
     """Serve every case (of ``families`` only, if given), crawl them all with one worker
-    process until nothing is queued or leased (or ``timeout_s``), and collect what it left."""
+    process (its ``fetch_engine``: ``engine``) until nothing is queued or leased (or
+    ``timeout_s``), and collect what it left."""
     all_cases = [c for c in cases(private=HAS_ALLOWED_NETWORKS)
                  if families is None or c.family in families]
     certs = FaultyCertificates({c.host: c.tls for c in all_cases if c.tls}
@@ -143,6 +144,7 @@ def crawl_hostile_web(redis_url: str, tmp: Path, namespace: str = "hostile",
             ip_concurrency=0, static_hosts=static, allowed_domains=[DOMAIN],
             dns_servers=[f"127.0.0.1:{dns.port}"], ca_bundle=str(certs.ca_path),
             soft404_probe=False, dedup_enabled=False, output_dir=str(out), partitions=8,
+            fetch_engine=engine,
             **CAPS, **policy,
         ).validate()
         client = client_from_url(redis_url)
