@@ -43,6 +43,9 @@ def test_links_past_libxml2s_depth_limit_are_read(depth: int) -> None:
     assert page.title == "t"
     assert (page.error is not None and "nested deeper" in page.error) == (depth > 256)
     assert page.tree is not None
+    # the control: lxml's tree alone has the deep link only within libxml2's limit
+    hrefs = [a.get("href") for a in page.tree.iter("a")]
+    assert ("deep" in hrefs) == (depth <= 256)
 
 
 def test_base_href_first_one_wins() -> None:
