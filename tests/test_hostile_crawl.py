@@ -34,9 +34,10 @@ ATTEMPTS = CAPS["max_retries"] + 1
 #: A request may outlive the client's time cap by the server's notice of the hang-up (a
 #: trickling server learns it at its next write, a second later).
 SERVER_SLACK_S = 2.5
-#: The worker's RSS may grow this much over its first sample at most (bodies are capped at
-#: 2 MiB, a few dozen fetches run at once, parse trees of capped pages).
-RSS_GROWTH_BOUND = 400 * 2**20
+#: The worker's RSS may grow this much over its RSS at the first request at most (measured:
+#: ~100 MiB on either engine; bodies are capped at 2 MiB, a few dozen fetches run at once,
+#: parse trees of capped pages).
+RSS_GROWTH_BOUND = 256 * 2**20
 
 
 @dataclass(frozen=True)
