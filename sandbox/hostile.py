@@ -60,7 +60,9 @@ class Conn:
 
     @property
     def path(self) -> str:
-        return self.hit.path
+        """The request's path without its query (a case answers by path; a crawl may add a
+        query to make a seed new again)."""
+        return self.hit.path.split("?", 1)[0]
 
     def origin(self, host: str, tls: bool = False) -> str:
         """``scheme://host:port`` of a host of this web."""
@@ -227,7 +229,7 @@ class HostileServer:
             conn = Conn(reader, writer, hit, self)
             if case is None:
                 await conn.reply("421 Misdirected Request", b"no such host here", "text/plain")
-            elif hit.path == "/robots.txt":
+            elif conn.path == "/robots.txt":
                 await (case.robots or not_found)(conn)
             else:
                 await case.handle(conn)
