@@ -162,6 +162,8 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("redirects_too_long", "redirects not followed: over max_redirects hops", _PIPE),
     CounterSpec("links_nofollow", "links not followed: rel=nofollow", _PIPE, Shown.LINKS),
     CounterSpec("links_invalid", "links that do not canonicalize to a URL", _PIPE, Shown.LINKS),
+    CounterSpec("links_over_page_cap", "links dropped: past max_links_per_page on their page",
+                _PIPE, Shown.LINKS),
     CounterSpec("links_dup_skipped", "links of duplicate pages, not followed", _PIPE,
                 Shown.LINKS),
     CounterSpec("links_soft404_skipped", "links of soft-404 pages, not followed", _PIPE,

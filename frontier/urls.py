@@ -14,7 +14,8 @@ still fetch the same resource. The rules, in order:
    ``/`` and percent-encodes what must be encoded (non-ASCII as UTF-8, spaces, ``"<>`` ...).
 2. **Scheme**: only ``http`` and ``https``; anything else raises :class:`InvalidURL`.
 3. **Host**: trailing dots are stripped (``example.com.`` -> ``example.com``); an empty host
-   raises :class:`InvalidURL`.
+   raises :class:`InvalidURL`, and so does a name DNS cannot carry (RFC 1035: over 253
+   characters, or a label over 63), which could never resolve.
 4. **Percent-encoding** (RFC 3986 §6.2.2): escapes of unreserved characters
    (``A-Z a-z 0-9 - . _ ~``) are decoded, other escapes get uppercase hex, a ``%`` not followed by
    two hex digits becomes ``%25``, and the few ASCII characters WHATWG leaves raw but RFC 3986
@@ -163,6 +164,8 @@ def finish_href(href: str, sort_query: bool = False,
                 netloc = netloc[:at] + host + colon + port
                 href = href[:start] + netloc + href[slash:]
                 slash = start + len(netloc)
+    if len(netloc) > 63:  # a label over 63 needs a netloc over 63: short ones skip this
+        _check_host_length(netloc, href)
     rest = href[slash:]
     if "%" in rest and _PCT.search(rest):
         rest = _PCT.sub(_pct, rest)
@@ -174,6 +177,17 @@ def finish_href(href: str, sort_query: bool = False,
         path, _, query = rest.partition("?")
         rest = path + "?" + "&".join(sorted(query.split("&")))
     return href[:slash] + rest
+
+
+def _check_host_length(netloc: str, href: str) -> None:
+    """Raise InvalidURL for a host name over 253 characters or with a label over 63: DNS
+    cannot carry it, so it is a bad link, not a host to queue and fail to resolve."""
+    hostport = netloc[netloc.rfind("@") + 1:]
+    if hostport.startswith("["):
+        return
+    host = hostport.partition(":")[0]
+    if len(host) > 253 or any(len(label) > 63 for label in host.split(".")):
+        raise InvalidURL("host name too long", href)
 
 
 def canonicalize(

@@ -196,6 +196,20 @@ def test_too_long() -> None:
         canonicalize("http://example.com/" + "a" * 100_000)
 
 
+def test_host_names_dns_cannot_carry_are_invalid() -> None:
+    """RFC 1035: at most 253 characters, labels of at most 63 (also after IDNA)."""
+    ok = "http://" + ".".join(["a" * 63] * 3) + "." + "b" * 61 + "/"  # 253 characters
+    assert canonicalize(ok) == ok
+    assert canonicalize("http://u:p@" + "c" * 63 + ".test:8080/") == (
+        "http://u:p@" + "c" * 63 + ".test:8080/")
+    cyrillic = "".join(chr(0x430 + i * 7 % 32) for i in range(50))  # 70 once punycoded
+    for bad in ("http://" + "a" * 64 + ".test/", ok.replace("b" * 61, "b" * 62),
+                f"http://{cyrillic}.test/", "http://" + "d" * 300 + "/"):
+        with pytest.raises(InvalidURL) as info:
+            canonicalize(bad)
+        assert info.value.reason == "host name too long", bad
+
+
 def test_host_of() -> None:
     assert host_of("http://example.com/a") == "example.com"
     assert host_of("https://example.com:8443/a?b") == "example.com:8443"

@@ -28,6 +28,26 @@ def test_basic_resolution_and_fragments_kept() -> None:
     ]
 
 
+@pytest.mark.parametrize("depth", [100, 300, 100_000])
+def test_links_past_libxml2s_depth_limit_are_read(depth: int) -> None:
+    """libxml2 drops everything past 256 nested elements; the flat scan reads those links
+    (base, nofollow and order kept) and says so. At depth 100 lxml reads it all itself."""
+    body = (b"<html><head><base href='http://b.test/d/'><title>t</title></head><body>"
+            b"<a href=first>1</a>" + b"<div>" * depth + b"<a href=deep rel=nofollow>d</a>"
+            + b"</div>" * depth + b"<a href='javascript:x'>j</a><a href=/after>a</a></body>"
+            b"</html>")
+    page = parse_html(body, "http://a.test/")
+    assert [(link.url, link.nofollow) for link in page.links] == [
+        ("http://b.test/d/first", False), ("http://b.test/d/deep", True),
+        ("http://b.test/after", False)]
+    assert page.title == "t"
+    assert (page.error is not None and "nested deeper" in page.error) == (depth > 256)
+    assert page.tree is not None
+    # the control: lxml's tree alone has the deep link only within libxml2's limit
+    hrefs = [a.get("href") for a in page.tree.iter("a")]
+    assert ("deep" in hrefs) == (depth <= 256)
+
+
 def test_base_href_first_one_wins() -> None:
     page = parse_html(b'<head><base href="/other/"><base href="http://evil/"></head>'
                       b'<a href="x">x</a>', URL)
@@ -90,8 +110,10 @@ def test_title_and_link_cap() -> None:
     html = "<title> Hello \n world </title>" + "".join(f"<a href='/p{i}'>x</a>" for i in range(50))
     page = parse_html(html.encode(), URL, max_links=10)
     assert page.title == "Hello world"
-    assert len(page.links) == 10 and page.truncated
-    assert not parse_html(html.encode(), URL).truncated
+    assert len(page.links) == 10 and page.truncated and page.dropped == 40
+    assert [link.url for link in page.links] == [f"https://example.com/p{i}" for i in range(10)]
+    whole = parse_html(html.encode(), URL)
+    assert not whole.truncated and whole.dropped == 0 and len(whole.links) == 50
 
 
 @pytest.mark.parametrize("body", [

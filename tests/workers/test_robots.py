@@ -103,6 +103,20 @@ def test_status_rules(status: int | None, kind: str, allowed: bool) -> None:
     assert ttl_for(policy, ok_ttl_s=5, error_ttl_s=1) == (1 if kind == "unavailable" else 5)
 
 
+def test_unreachable_robots_keeps_why() -> None:
+    """No response at all: the policy's reason keeps the failure's detail (which TLS
+    problem, which refusal), not only its class; the rule (disallow all) is the same."""
+    from workers.fetch.result import FetchResult
+    res = FetchResult("https://a.test/robots.txt", error="tls_error",
+                      error_detail="certificate verify failed: certificate has expired")
+    policy = RobotsPolicy.from_fetch(res)
+    assert policy.kind == "unavailable" and not policy.allowed("https://a.test/")
+    assert policy.reason == "tls_error: certificate verify failed: certificate has expired"
+    assert RobotsPolicy.from_bytes(policy.to_bytes()).reason == policy.reason
+    bare = RobotsPolicy.from_fetch(FetchResult("https://a.test/robots.txt", error="dns"))
+    assert bare.reason == "dns"
+
+
 def test_truncation_at_500_kib() -> None:
     filler = b"# " + b"x" * 1000 + b"\n"
     body = b"User-agent: *\n" + filler * 600 + b"Disallow: /late\n"

@@ -78,6 +78,11 @@ def finish_lease(ctx: PipelineServices, lease: Lease, step: FetchStep,
     """What the fetch of ``step`` means for ``lease``: its host's verdicts, or the page
     stored, parsed and its links taken."""
     if step.kind is FetchKind.ROBOTS:
+        if res.error == "dns" and not res.redirects:
+            # The host has no address: no robots.txt answered, nothing to cache for it; the
+            # URL fails (after its retries) for that reason, not as blocked by robots.txt.
+            return _fail_or_retry(ctx, lease, step.ip, "dns", res.error_detail or "dns",
+                                  time.time(), res)
         return robots_fetched(ctx, lease, step, res)
     if step.kind is FetchKind.PROBE:
         return probe_fetched(ctx, lease, step, res)
@@ -173,8 +178,9 @@ def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: st
         return LeaseResult(Completion(lease, wait, Outcome.RETRY, requeue=retry), counters=counters)
     log.warning("failed after %d attempts: %s: %s", entry.attempts + 1, entry.url, reason)
     result = LeaseResult(Completion(lease, next_allowed, Outcome.FAILED), counters=counters)
+    # error: the class of failure (frontier.counters ERRORS), reason: its detail
     result.record = lease_record(lease, Outcome.FAILED, res.started_at if res else time.time(), ip,
-                            reason=reason, status=res.status if res else None)
+                                 error=kind, reason=reason, status=res.status if res else None)
     return result
 
 
@@ -221,6 +227,9 @@ def _fetched(
             log.info("parse problem on %s: %s", entry.url, parsed.error)
         page.found = len(parsed.links)
         page.links = parsed.links
+        if parsed.dropped:  # a page of a million links: the rest are not followed
+            result.counters["links_over_page_cap"] += parsed.dropped
+            page.extra["links_dropped"] = parsed.dropped
         if (probe is not None and probe.soft404_host and parsed.tree is not None
                 and is_soft404(probe, signature_of(parsed.tree, entry.url),
                                ctx.config.soft404_threshold)):

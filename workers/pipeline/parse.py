@@ -27,6 +27,7 @@ from lxml import etree
 
 from frontier.memo import BoundedMemo
 from frontier.useragent import ROBOTS_TOKEN
+from workers.pipeline.flatscan import ScannedPage
 
 __all__ = ["DEFAULT_MAX_LINKS", "Link", "ParsedPage", "extract_text", "parse_html", "soup"]
 
@@ -66,8 +67,9 @@ class ParsedPage:
     meta_noindex: bool
     canonical: str | None
     error: str | None
-    #: Links beyond ``max_links`` were dropped.
+    #: Links beyond ``max_links`` were dropped (``dropped`` of them).
     truncated: bool = False
+    dropped: int = 0
     encoding: str = "utf-8"
     #: The lxml root (for extract_text / user extractors); None when nothing parsed.
     tree: Any = field(default=None, repr=False, compare=False)
@@ -153,9 +155,14 @@ def _parse_tree(body: bytes, encoding: str) -> Any:
     except LookupError:  # libxml2/iconv lacks this codec: decode in Python instead
         parser = None
     if parser is None:
-        text = body.decode(encoding, "replace").replace("\x00", "\ufffd")
-        return etree.fromstring(text, _parser_str())
-    return etree.fromstring(body, parser)
+        parser = _parser_str()
+        root = etree.fromstring(body.decode(encoding, "replace").replace("\x00", "\ufffd"),
+                                parser)
+    else:
+        root = etree.fromstring(body, parser)
+    # libxml2 stops at its depth limit and drops the rest of the page (flatscan.py)
+    _local.too_deep = any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log)
+    return root
 
 
 def _parser_str() -> etree.HTMLParser:
@@ -198,7 +205,13 @@ def parse_html(
     if _looks_binary(body):
         page.error = "binary content (control bytes), parsed anyway"
     try:
-        _walk(page, root, url, max_links, agent)
+        if getattr(_local, "too_deep", False):
+            page.error = ("nested deeper than libxml2's limit (256 elements): links read by a "
+                          "flat scan of the tags")
+            _walk(page, ScannedPage(body.decode(page.encoding, "replace"), _TAGS), url,
+                  max_links, agent)
+        else:
+            _walk(page, root, url, max_links, agent)
     except Exception as exc:  # keep what was recovered
         page.error = f"extraction failed: {type(exc).__name__}: {exc}"[:300]
     if page.meta_nofollow:
@@ -268,16 +281,20 @@ def _walk(page: ParsedPage, root: Any, url: str, max_links: int, agent: str) -> 
         raw = raw.strip()
         if not raw or raw[:11].lower().startswith(_SKIP_SCHEMES):
             continue
+        if seen_links >= max_links and tag != "link":
+            page.dropped += 1  # past the cap: not even resolved (a page of a million links)
+            continue
         resolved = _resolve(raw, base, parts)
         if resolved is None:
             continue
         if tag == "link" and page.canonical is None:
             page.canonical = resolved
-        seen_links += 1
-        if seen_links > max_links:
-            page.truncated = True
+        if seen_links >= max_links:
+            page.dropped += 1
             continue
+        seen_links += 1
         links.append(Link(resolved, nofollow, tag))
+    page.truncated = page.dropped > 0
 
 
 #: (the part of the base a href's resolution depends on, href) -> resolved URL or None.

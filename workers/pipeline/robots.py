@@ -119,6 +119,10 @@ class RobotsPolicy:
         if res.network_cut:
             return cls("unavailable", reason=f"body cut short ({res.cut_reason}): "
                                              f"{res.error or 'incomplete'}")
+        if res.status is None and res.error and res.error_detail:
+            # no response at all: the class alone ("tls_error") cannot say which failure
+            # (an expired certificate, another host's, a refused connection): keep its detail
+            return cls("unavailable", reason=f"{res.error}: {res.error_detail}"[:500])
         return cls.from_response(res.status, res.body, res.error)
 
     @classmethod

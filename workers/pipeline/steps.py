@@ -87,8 +87,10 @@ def plan_lease(ctx: PipelineServices, lease: Lease, ip: str | None
     if not policy.allowed(url, ROBOTS_TOKEN):
         now = time.time()
         result = LeaseResult(Completion(lease, now, Outcome.ROBOTS_BLOCKED))
-        # "unavailable" alone hides why (a TLS failure, a refused address): say it.
-        reason = f"{policy.kind}: {policy.reason}" if policy.reason else policy.kind
+        # "unavailable" alone hides why (a TLS failure, a refused address): say it; a parsed
+        # file's rules are the reason itself.
+        why = "disallowed by robots.txt" if policy.kind == "parsed" else policy.kind
+        reason = f"{why}: {policy.reason}" if policy.reason else why
         result.record = lease_record(lease, Outcome.ROBOTS_BLOCKED, now, ip, reason=reason)
         return result
     probe = state.soft404
