@@ -268,6 +268,9 @@ class CrawlConfig:
     warc_max_bytes: int = 1_000_000_000
     #: Write every response to WARC; off, only the JSONL records are written.
     store_warc: bool = True
+    #: WARC format version of the files written: "1.1" (microsecond dates) or "1.0" (for
+    #: tools that read only 1.0). Each file has a CDXJ index beside it (docs/archive.md).
+    warc_version: str = "1.1"
 
     def validate(self) -> CrawlConfig:
         """Raise ConfigError naming the first bad setting; warn on impolite ones."""
@@ -385,6 +388,8 @@ def _check_choices(cfg: CrawlConfig) -> None:
         raise _bad("ordering", cfg.ordering, f"one of {', '.join(ORDERINGS)}")
     if cfg.fetch_engine not in FETCH_ENGINES:
         raise _bad("fetch_engine", cfg.fetch_engine, f"one of {', '.join(FETCH_ENGINES)}")
+    if cfg.warc_version not in ("1.0", "1.1"):
+        raise _bad("warc_version", cfg.warc_version, 'one of "1.0", "1.1"')
     nets = cfg.allowed_networks
     for net in nets if isinstance(nets, list) else [None]:
         try:

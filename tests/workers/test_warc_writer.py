@@ -145,7 +145,8 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> WarcWriter:
 
 def members(writer: WarcWriter, result: FetchResult) -> tuple[bytes, bytes]:
     """The gzipped response and request records of ``result``, as ``write`` appends them."""
-    return writer._encode_fetch(result, INFO_ID)
+    resp, req, _ = writer._encode_fetch(result, INFO_ID, "enc.warc.gz")
+    return resp, req
 
 
 def read_file(path: Path) -> list[Any]:
