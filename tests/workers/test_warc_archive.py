@@ -239,7 +239,7 @@ def check_line(warc_dir: Path, line: str) -> None:
     """One index line against its WARC file: at ``offset`` exactly ``length`` bytes hold one
     gzip member, the response record of ``url`` whose timestamp, status, mime and payload
     digest the line gives. Raises AssertionError otherwise."""
-    key, stamp, text = line.split(" ", 2)
+    _key, stamp, text = line.split(" ", 2)
     fields = json.loads(text)
     offset, length = int(fields["offset"]), int(fields["length"])
     with open(warc_dir / fields["filename"], "rb") as f:
@@ -261,7 +261,6 @@ def check_line(warc_dir: Path, line: str) -> None:
         assert rec.rec_headers.get_header("WARC-Payload-Digest") == "sha1:" + fields["digest"]
         ctype = rec.http_headers.get_header("Content-Type")
         assert fields["mime"] == ctype.split(";")[0].strip()
-    assert key.startswith("test,site")  # SURT form: the host reversed
 
 
 @VERSIONS
@@ -295,6 +294,7 @@ def test_index_lines_match_their_records(crawls: dict[str, Crawl], version: str)
     assert len(lines) >= len(PAGES) + 1
     for line in lines:
         check_line(crawl.warcs[0].parent, line)
+        assert line.startswith("test,site")  # SURT form: the host reversed
     # negative control: a wrong offset (or length) fails the check
     key, stamp, text = lines[0].split(" ", 2)
     fields = json.loads(text)
@@ -346,6 +346,40 @@ def test_open_index_is_consistent_while_writing(tmp_path: Path) -> None:
     w.close()
     assert not open_path.exists()
     assert w.indexes[0].read_text().splitlines() == sorted(on_disk)
+
+
+#: URLs a redirect or a page can hand the writer that a line must survive (it is split on
+#: spaces and newlines; U+0085 is whitespace to a reader's strip).
+ODD_URLS = ["http://a.test/x y\nz", "http://[::1/x", "http://\u00e9.test/\u00fc?a=1 2",
+            "http://a.test/%0A%20\t", "http://a.test/\x7f\x85"]
+
+
+def odd_fetch(url: str) -> FetchResult:
+    return FetchResult(url=url, status=200, reason="OK", body=url.encode() + b"!",
+                       headers=[("Content-Type", "text/html")], content_type="text/html",
+                       request_headers=[("Host", "a.test")], started_at=time.time())
+
+
+def test_odd_urls_keep_the_index_well_formed(tmp_path: Path) -> None:
+    w = WarcWriter(tmp_path, "odd")
+    for url in ODD_URLS:
+        w.write(odd_fetch(url))
+    w.close()
+    lines = w.indexes[0].read_text().split("\n")
+    assert lines[-1] == "" and len(lines) == len(ODD_URLS) + 1  # one line per record
+    for line in lines[:-1]:
+        key, stamp, _text = line.split(" ", 2)
+        assert key and stamp.isdigit() and len(stamp) == 14
+        check_line(tmp_path, line)
+    done = subprocess.run([pywb_tool("cdx-indexer"), "--cdxj", "--sort", "-o", "-",
+                           str(w.files[0])], capture_output=True, text=True, check=True)
+    assert [ln for ln in done.stdout.splitlines() if ln and not ln.startswith("!")] == \
+        lines[:-1]
+    # a record without a URL cannot be keyed: archived, counted and logged, not indexed
+    w = WarcWriter(tmp_path / "nourl", "nourl")
+    assert w.write(odd_fetch("")) is not None
+    w.close()
+    assert w.index_skipped == 1 and w.indexes[0].read_text() == ""
 
 
 def test_finish_index_after_a_crash(tmp_path: Path) -> None:

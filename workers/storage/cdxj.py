@@ -39,6 +39,8 @@ def index_name(warc_name: str) -> str:
     return warc_name.removesuffix(".gz").removesuffix(".warc") + SORTED_SUFFIX
 
 
+#: Characters a key cannot hold: the line is split on spaces and newlines.
+_KEY_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 #: Where a Content-Type's media type ends (pywb's rule).
 _MIME_END = re.compile("[; ]")
 
@@ -56,11 +58,16 @@ def cdxj_parts(url: str, warc_date: str, status: int, headers: Sequence[tuple[st
                payload_digest: str, length: int, filename: str) -> tuple[str, str]:
     """One index line for a response record, in two parts to join with its offset (only
     known once the record is appended): ``before + str(offset) + after`` is the line, with
-    its newline. Raises ValueError when ``surt`` cannot make a key of ``url``."""
+    its newline. ``url`` is the record's WARC-Target-URI as written (what pywb indexes).
+    Raises ValueError when ``surt`` cannot make a key of ``url``."""
+    if not url:
+        raise ValueError("no URL to key")
     try:
         key = surt.surt(url)
     except Exception as exc:  # surt raises what its parsing meets; one reason for the caller
         raise ValueError(f"no SURT key for {url!r}: {exc}") from None
+    if not key.isprintable() or " " in key:  # the line's separators must stay separators
+        key = _KEY_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group().encode()), key)
     # "2026-12-06T05:52:29.123456Z" (or without the fraction) -> "20261206055229"
     stamp = (warc_date[0:4] + warc_date[5:7] + warc_date[8:10] + warc_date[11:13]
              + warc_date[14:16] + warc_date[17:19])

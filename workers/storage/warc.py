@@ -30,7 +30,7 @@ from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
 from workers.storage.cdxj import CdxjIndex, cdxj_parts
-from workers.storage.warc_records import WARC_VERSIONS, fetch_records
+from workers.storage.warc_records import WARC_VERSIONS, fetch_records, warc_value
 
 log = logging.getLogger(__name__)
 
@@ -251,8 +251,8 @@ class WarcWriter:
         line = None
         if self.index:
             try:
-                line = cdxj_parts(result.url, records.date, result.status or 0, records.headers,
-                                  records.payload_digest, len(resp), filename)
+                line = cdxj_parts(warc_value(result.url), records.date, result.status or 0,
+                                  records.headers, records.payload_digest, len(resp), filename)
             except ValueError as exc:
                 self.index_skipped += 1
                 log.warning("WARC record of %r not indexed: %s", result.url, exc)

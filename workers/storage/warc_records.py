@@ -17,9 +17,9 @@ warcio wrote them. HTTP heads are ASCII: a non-ASCII header value is percent-enc
 does (RFC 8187 for ``name=value`` parameters, else the whole value), a non-ASCII or control
 character in the status line or request target (and a space in the target) is
 percent-encoded (UTF-8), and a CR/LF in a header value (an obs-fold a server sent) becomes one
-space. In the WARC headers, a control character or space in the Target-URI or IP is
-percent-encoded (non-ASCII stays UTF-8). So a record is well-formed whatever the server (or a
-redirect) sent, and building one never raises.
+space. In the WARC headers, a control character (C0 or C1) or whitespace in the Target-URI or
+IP is percent-encoded (other non-ASCII stays UTF-8). So a record is well-formed whatever the
+server (or a redirect) sent, and building one never raises.
 
 Why not warcio: on the hot path its generic machinery (StatusAndHeaders,
 headers_to_str_headers, replace_header, ensure_digest twice per record reading BytesIO copies
@@ -165,8 +165,10 @@ def request_target(url: str) -> str:
 _NOT_STATUS = re.compile(r"[^\x20-\x7e]")
 #: ... in a request target or header name (also space) ...
 _NOT_TARGET = re.compile(r"[^\x21-\x7e]")
-#: ... and in a WARC header value: controls and space (WARC headers are UTF-8).
-_WARC_UNSAFE = re.compile(r"[\x00-\x20\x7f]")
+#: ... and in a WARC header value: controls (C0 and C1) and whitespace (WARC headers are UTF-8;
+#: a reader strips a value's ends, and U+0085 or U+00A0 are whitespace to Python's strip).
+_WARC_UNSAFE = re.compile(r"[\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
+                          r"\u205f\u3000]")
 #: A line break inside a header value (an obs-fold, or a stray CR/LF) with its blanks.
 _LINE_BREAK = re.compile(r"[ \t]*[\r\n]+[ \t]*")
 
