@@ -96,10 +96,10 @@ def _warc_date_slow(ts: float) -> str:
 def warc_date(ts: float, micros: bool = True) -> str:
     """``WARC-Date`` with microseconds, exactly as ``datetime.fromtimestamp(ts, UTC)`` gives it
     (microseconds rounded half-even), the seconds part formatted once per second. Without
-    ``micros`` (WARC/1.0) the seconds only, truncated as warcio does."""
+    ``micros`` (WARC/1.0) the seconds only, as warcio writes them."""
     global _date_cache
-    if not micros:
-        return datetime.fromtimestamp(int(ts), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not micros:  # the same second as the 1.1 date (datetime rounds to the microsecond)
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if not 1e9 <= ts < 4e9:  # outside 2001-2096: let datetime handle (or reject) it
         return _warc_date_slow(ts)
     frac, whole = math.modf(ts)
