@@ -96,7 +96,8 @@ class WorkerContext:
         out = Path(cfg.output_dir)
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.warc = (WarcWriter(out / "warc", prefix=f"trawl-{self.worker_id}",
-                                max_bytes=cfg.warc_max_bytes, warc_version=cfg.warc_version,
+                                max_bytes=cfg.warc_max_bytes,
+                                warc_version=str(cfg.warc_version),  # 1.0 from --set
                                 warcinfo=crawl_warcinfo(cfg.namespace, cfg.user_agent_contact,
                                                         self.user_agent))
                      if cfg.store_warc else None)
