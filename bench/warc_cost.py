@@ -6,7 +6,10 @@ page in four decoded from gzip, so its headers are renamed) and the fetcher's 5 
 headers. Both paths produce the same two gzip members (response + request) at the writer's
 default level; the old one builds the records with warcio's ``create_warc_record`` +
 ``write_record`` as ``workers/storage.py`` (now workers/storage/warc.py) did before, and is kept here only for comparison.
-CPU is ``time.thread_time``, best of ``--rounds``. Before timing, the outputs of both paths
+The CDXJ rows (issue 20) price the index written beside each file: the index line alone
+(SURT key + JSON, workers/storage/cdxj.py), ``write()`` with and without the index, and the
+sort of a file's index when it is closed, per line. CPU is ``time.thread_time``, best of
+``--rounds``. Before timing, the outputs of both paths
 are checked to be identical but for the record ids. The floor row is what no serialization
 avoids: the two SHA-1 passes over the body (payload and block digests) and the two gzip
 members. The 50-byte-body row shows the fixed cost per fetch. Run::
@@ -24,6 +27,7 @@ import hashlib
 import io
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -40,8 +44,9 @@ from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
 from workers.fetch.result import TRUNCATION_BY_ERROR
+from workers.storage.cdxj import OPEN_SUFFIX, cdxj_parts, finish_index
 from workers.storage.warc import WarcWriter
-from workers.storage.warc_records import stored_headers
+from workers.storage.warc_records import FetchRecords, fetch_records, stored_headers
 
 VECTORS = os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")
 
@@ -49,7 +54,8 @@ VECTORS = os.environ.get("TRAWL_VECTORS", "/work/shared/vectors")
 class OldWarcWriter(WarcWriter):
     """The writer with the previous, warcio-built ``_encode_fetch`` (for comparison only)."""
 
-    def _encode_fetch(self, result: FetchResult, warcinfo_id: str) -> tuple[bytes, bytes]:
+    def _encode_fetch(self, result: FetchResult, warcinfo_id: str,
+                      filename: str = "") -> tuple[bytes, bytes, None]:
         date = datetime.fromtimestamp(result.started_at or time.time(), UTC).strftime(
             "%Y-%m-%dT%H:%M:%S.%fZ")
         resp_headers = StatusAndHeaders(
@@ -81,7 +87,7 @@ class OldWarcWriter(WarcWriter):
                 **({"WARC-IP-Address": result.ip} if result.ip else {}),
             },
         )
-        return self._encode(response), self._encode(request)
+        return self._encode(response), self._encode(request), None
 
 
 def bodies(n: int, size: int) -> list[bytes]:
@@ -134,8 +140,10 @@ _IDS = re.compile(rb"<urn:uuid:[0-9a-f-]{36}>")
 def check_same(old: WarcWriter, new: WarcWriter, results: list[FetchResult]) -> None:
     """Both paths' records are byte-identical once the (random) record ids are masked."""
     for r in results:
-        a = [_IDS.sub(b"<id>", gzip.decompress(x)) for x in old._encode_fetch(r, "<urn:uuid:i>")]
-        b = [_IDS.sub(b"<id>", gzip.decompress(x)) for x in new._encode_fetch(r, "<urn:uuid:i>")]
+        a = [_IDS.sub(b"<id>", gzip.decompress(x))
+             for x in old._encode_fetch(r, "<urn:uuid:i>")[:2]]
+        b = [_IDS.sub(b"<id>", gzip.decompress(x))
+             for x in new._encode_fetch(r, "<urn:uuid:i>", "f.warc.gz")[:2]]
         if a != b:
             raise SystemExit(f"outputs differ for {r.url}")
 
@@ -154,6 +162,40 @@ def cpu_per_page(fn: Callable[[FetchResult], object], results: list[FetchResult]
     return best / len(results) * 1e3
 
 
+def cdxj_rows(plain: WarcWriter, indexed: WarcWriter, results: list[FetchResult],
+              rounds: int) -> list[tuple[str, float]]:
+    """What the CDXJ index adds per page: its line alone, write() with it minus without it
+    (same pages, same rounds), and sorting a file's index at close (per line)."""
+    recs = [(r, fetch_records(r, "<urn:uuid:i>")) for r in results]
+
+    def line(item: tuple[FetchResult, FetchRecords]) -> None:
+        r, rec = item
+        cdxj_parts(r.url, rec.date, r.status or 0, rec.headers, rec.payload_digest, 12345,
+                   "trawl-host-1-20261206000000-00000.warc.gz")
+
+    line_ms = cpu_per_page(line, recs, rounds)  # type: ignore[arg-type]
+    with_ms, without_ms = float("inf"), float("inf")
+    for _ in range(rounds):  # interleaved, so a change of machine load hits both alike
+        with_ms = min(with_ms, cpu_per_page(indexed.write, results, 1))
+        without_ms = min(without_ms, cpu_per_page(plain.write, results, 1))
+    indexed.flush()
+    assert indexed._index is not None
+    open_path = indexed._index.open_path
+    n = len(open_path.read_text().splitlines())
+    copy = open_path.with_name("sortbench" + OPEN_SUFFIX)
+    best = float("inf")
+    for _ in range(rounds):
+        shutil.copy(open_path, copy)
+        t0 = time.thread_time()
+        finish_index(copy)
+        best = min(best, time.thread_time() - t0)
+    return [("index line (SURT key + JSON)", line_ms),
+            ("write() with the index", with_ms),
+            ("write() without it", without_ms),
+            ("difference", with_ms - without_ms),
+            (f"sort at close (a file of {n} lines), per line", best / n * 1e3)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pages", type=int, default=400)
@@ -162,12 +204,13 @@ def main() -> None:
     args = ap.parse_args()
     results = fetches(args.pages, args.size)
     with tempfile.TemporaryDirectory() as tmp:
-        old = OldWarcWriter(Path(tmp) / "old", "old", max_bytes=50_000_000)
-        new = WarcWriter(Path(tmp) / "new", "new", max_bytes=50_000_000)
+        old = OldWarcWriter(Path(tmp) / "old", "old", max_bytes=50_000_000, index=False)
+        new = WarcWriter(Path(tmp) / "new", "new", max_bytes=50_000_000, index=False)
+        indexed = WarcWriter(Path(tmp) / "idx", "idx", max_bytes=50_000_000)
         small = [dataclasses.replace(r, body=r.body[:50]) for r in results]  # fixed costs
         check_same(old, new, results + small)
         info = "<urn:uuid:00000000-0000-4000-8000-000000000000>"
-        req = zlib.decompress(new._encode_fetch(results[0], info)[1], zlib.MAX_WBITS | 16)
+        req = zlib.decompress(new._encode_fetch(results[0], info, "f")[1], zlib.MAX_WBITS | 16)
 
         def floor(r: FetchResult) -> None:
             hashlib.sha1(r.body).digest()
@@ -178,17 +221,19 @@ def main() -> None:
         rows = [
             ("records + gzip (_encode_fetch)",
              cpu_per_page(lambda r: old._encode_fetch(r, info), results, args.rounds),
-             cpu_per_page(lambda r: new._encode_fetch(r, info), results, args.rounds)),
+             cpu_per_page(lambda r: new._encode_fetch(r, info, "f"), results, args.rounds)),
             ("write() to a file",
              cpu_per_page(old.write, results, args.rounds),
              cpu_per_page(new.write, results, args.rounds)),
             ("_encode_fetch, 50-byte bodies",
              cpu_per_page(lambda r: old._encode_fetch(r, info), small, args.rounds),
-             cpu_per_page(lambda r: new._encode_fetch(r, info), small, args.rounds)),
+             cpu_per_page(lambda r: new._encode_fetch(r, info, "f"), small, args.rounds)),
         ]
         fl = cpu_per_page(floor, results, args.rounds)
+        cdxj = cdxj_rows(new, indexed, results, args.rounds)
         old.close()
         new.close()
+        indexed.close()
         raw = sum(len(r.body) for r in results) / len(results)
         print(f"{len(results)} pages, {raw / 1000:.1f} KB bodies, gzip level "
               f"{new.compress_level}; thread CPU ms/page, best of {args.rounds} rounds")
@@ -197,6 +242,9 @@ def main() -> None:
             print(f"  {name:32s} {a:13.3f} {b:8.3f} {a / b:5.1f}x")
         print(f"  floor: 2 SHA-1 of the body + gzip of the body and of a request record: "
               f"{fl:.3f}")
+        print("CDXJ index (thread CPU ms/page):")
+        for name, ms in cdxj:
+            print(f"  {name:52s} {ms:8.4f}")
 
 
 if __name__ == "__main__":

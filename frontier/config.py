@@ -268,6 +268,8 @@ class CrawlConfig:
     warc_max_bytes: int = 1_000_000_000
     #: Write every response to WARC; off, only the JSONL records are written.
     store_warc: bool = True
+    #: WARC version of the files written, "1.1" or "1.0" (docs/archive.md: also their index).
+    warc_version: str = "1.1"
 
     def validate(self) -> CrawlConfig:
         """Raise ConfigError naming the first bad setting; warn on impolite ones."""
@@ -379,12 +381,10 @@ def _check_numbers(cfg: CrawlConfig) -> None:
 
 def _check_choices(cfg: CrawlConfig) -> None:
     """Settings picked from a list, and the crawl's name and contact."""
-    if cfg.bloom_backend not in BLOOM_BACKENDS:
-        raise _bad("bloom_backend", cfg.bloom_backend, f"one of {', '.join(BLOOM_BACKENDS)}")
-    if cfg.ordering not in ORDERINGS:
-        raise _bad("ordering", cfg.ordering, f"one of {', '.join(ORDERINGS)}")
-    if cfg.fetch_engine not in FETCH_ENGINES:
-        raise _bad("fetch_engine", cfg.fetch_engine, f"one of {', '.join(FETCH_ENGINES)}")
+    for name, options in (("bloom_backend", BLOOM_BACKENDS), ("ordering", ORDERINGS),
+                          ("fetch_engine", FETCH_ENGINES), ("warc_version", ("1.0", "1.1"))):
+        if str(getattr(cfg, name)) not in options:  # --set warc_version=1.0 is a number
+            raise _bad(name, getattr(cfg, name), f"one of {', '.join(options)}")
     nets = cfg.allowed_networks
     for net in nets if isinstance(nets, list) else [None]:
         try:

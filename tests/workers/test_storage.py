@@ -113,7 +113,8 @@ def test_rotation_by_size(tmp_path: Path) -> None:
     locs = [w.write(r) for r in results]
     w.close()
     assert len(w.files) > 5
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in w.files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in w.files + w.indexes)  # each WARC file and its CDXJ index
     recs = read_all(w.files)
     responses = [(n, h.get_header("WARC-Target-URI"), p) for n, t, h, _, p in recs
                  if t == "response"]

@@ -55,9 +55,11 @@ def fetch(i: int = 0, body: bytes | None = None, **kw: Any) -> FetchResult:
 
 
 # -- the records as warcio built them (the code this replaced), for byte comparison ----------
-def warcio_records(result: FetchResult, info_id: str) -> tuple[bytes, bytes]:
+def warcio_records(result: FetchResult, info_id: str,
+                   version: str = "1.1") -> tuple[bytes, bytes]:
     """Uncompressed response and request records, built by warcio as storage.py did."""
-    date = datetime.fromtimestamp(result.started_at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    date = datetime.fromtimestamp(result.started_at, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ" if version == "1.1" else "%Y-%m-%dT%H:%M:%SZ")
     resp_http = StatusAndHeaders(f"{result.status} {result.reason}".rstrip(),
                                  warc_records.stored_headers(result), protocol=result.http_version)
     resp_warc = {"WARC-Date": date, "WARC-Warcinfo-ID": info_id}
@@ -69,7 +71,7 @@ def warcio_records(result: FetchResult, info_id: str) -> tuple[bytes, bytes]:
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     req_http = StatusAndHeaders(f"GET {target} {result.http_version}",
                                 list(result.request_headers), is_http_request=True)
-    builder = WARCWriter(io.BytesIO(), gzip=False, warc_version="1.1")
+    builder = WARCWriter(io.BytesIO(), gzip=False, warc_version=version)
     resp = builder.create_warc_record(result.url, "response", payload=io.BytesIO(result.body),
                                       length=len(result.body), http_headers=resp_http,
                                       warc_headers_dict=resp_warc)
@@ -145,7 +147,8 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> WarcWriter:
 
 def members(writer: WarcWriter, result: FetchResult) -> tuple[bytes, bytes]:
     """The gzipped response and request records of ``result``, as ``write`` appends them."""
-    return writer._encode_fetch(result, INFO_ID)
+    resp, req, _ = writer._encode_fetch(result, INFO_ID, "enc.warc.gz")
+    return resp, req
 
 
 def read_file(path: Path) -> list[Any]:
@@ -212,6 +215,17 @@ def test_same_bytes_as_warcio(encoder: WarcWriter, name: str) -> None:
     assert req_warc["WARC-Concurrent-To"] == warc["WARC-Record-ID"]
     assert req_warc["WARC-Record-ID"] != warc["WARC-Record-ID"]
     assert warc["WARC-Warcinfo-ID"] == req_warc["WARC-Warcinfo-ID"] == [INFO_ID]
+
+
+@pytest.mark.parametrize("name", ["plain", "usec-round-up", "latin1-value", "http2"])
+def test_warc_1_0_same_bytes_as_warcio(tmp_path: Path, name: str) -> None:
+    """``warc_version="1.0"``: the records warcio writes as WARC/1.0 (dates to the second)."""
+    w = WarcWriter(tmp_path, "v10", warc_version="1.0")
+    resp, req, _ = w._encode_fetch(CASES[name], INFO_ID, "v10.warc.gz")
+    want_resp, want_req = warcio_records(CASES[name], INFO_ID, "1.0")
+    assert want_resp.startswith(b"WARC/1.0\r\n")
+    assert mask_ids(gzip.decompress(resp)) == mask_ids(want_resp)
+    assert mask_ids(gzip.decompress(req)) == mask_ids(want_req)
 
 
 @pytest.mark.parametrize("level", range(10))

@@ -31,7 +31,7 @@ from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
 from workers.storage.jsonl import RecordWriter
-from workers.storage.warc import WarcWriter
+from workers.storage.warc import WarcWriter, crawl_warcinfo
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,11 @@ class WorkerContext:
         out = Path(cfg.output_dir)
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
         self.warc = (WarcWriter(out / "warc", prefix=f"trawl-{self.worker_id}",
-                                max_bytes=cfg.warc_max_bytes) if cfg.store_warc else None)
+                                max_bytes=cfg.warc_max_bytes,
+                                warc_version=str(cfg.warc_version),  # 1.0 from --set
+                                warcinfo=crawl_warcinfo(cfg.namespace, cfg.user_agent_contact,
+                                                        self.user_agent))
+                     if cfg.store_warc else None)
         self.records = RecordWriter(out / "records" / f"{self.worker_id}.jsonl")
 
     def close(self) -> None:

@@ -2,15 +2,21 @@
 from the JSONL/CDXJ index seeks straight to a readable record.
 
 Layout: ``PREFIX-YYYYmmddHHMMSS-NNNNN.warc.gz`` (UTC time the file was opened, NNNNN a
-per-writer serial), WARC/1.1. Each file starts with a ``warcinfo`` record (built by warcio);
-each fetch adds a ``response`` then a ``request`` record (built by workers/storage/warc_records.py).
+per-writer serial), WARC/1.1 or 1.0 (``warc_version``). Each file starts with a ``warcinfo``
+record (built by warcio: software, crawl name, operator contact, robots policy; see
+:func:`crawl_warcinfo`); each fetch adds a ``response`` then a ``request`` record
+``WARC-Concurrent-To`` it (built by workers/storage/warc_records.py). Beside each file, its
+CDXJ index (``PREFIX-...-NNNNN.cdxj``, sorted when the file is closed; ``.cdxj.open`` while
+it is written: workers/storage/cdxj.py).
 Fetches that failed before any response (``status is None``) are not written (``write``
 returns ``None``): there is nothing to archive, and the JSONL record holds the error.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
+import logging
 import socket
 import threading
 import time
@@ -23,9 +29,35 @@ from isal import isal_zlib
 from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
-from workers.storage.warc_records import fetch_records
+from workers.storage.cdxj import CdxjIndex, cdxj_parts
+from workers.storage.warc_records import WARC_VERSIONS, fetch_records, warc_value
+
+log = logging.getLogger(__name__)
 
 _GZIP_WBITS = zlib.MAX_WBITS | 16
+
+#: The specification each version's warcinfo names in ``conformsTo``.
+_SPEC_URL = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-{v}/"
+
+
+def crawl_warcinfo(crawl_name: str, operator: str, user_agent: str) -> dict[str, str]:
+    """The crawl's fields of each file's warcinfo record (names of the WARC specification's
+    annex and Heritrix's): who crawled (``operator``: the contact URL the User-Agent
+    carries), for which crawl, as which agent, and that robots.txt was obeyed (Trawl has
+    no setting to ignore it)."""
+    return {"isPartOf": crawl_name, "operator": operator,
+            "http-header-user-agent": user_agent, "robots": "obey"}
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "unknown"
+
+
+#: The ``software`` field of each warcinfo record.
+SOFTWARE = f"Trawl/{_version('trawl')} warcio/{_version('warcio')}"
 
 
 class WarcLocation(tuple):
@@ -63,7 +95,19 @@ class WarcWriter:
         max_bytes: int = 1_000_000_000,
         compress_level: int = 2,
         warcinfo: Mapping[str, str] | None = None,
+        warc_version: str = "1.1",
+        index: bool = True,
     ) -> None:
+        if warc_version not in WARC_VERSIONS:
+            raise ValueError(f"warc_version {warc_version!r}: one of {', '.join(WARC_VERSIONS)}")
+        self.warc_version = warc_version
+        #: write a CDXJ index beside each file (workers/storage/cdxj.py)
+        self.index = index
+        self._index: CdxjIndex | None = None
+        #: every sorted index written, in order (one per closed file)
+        self.indexes: list[Path] = []
+        #: response records left out of the index, with the reason logged (no SURT key)
+        self.index_skipped = 0
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.prefix = prefix
@@ -92,7 +136,7 @@ class WarcWriter:
         builder = getattr(self._builders, "builder", None)
         if builder is None:
             builder = self._builders.builder = WARCWriter(io.BytesIO(), gzip=False,
-                                                          warc_version="1.1")
+                                                          warc_version=self.warc_version)
         return builder
 
     def _encode(self, record: Any) -> bytes:
@@ -137,10 +181,9 @@ class WarcWriter:
         self._path = path
         self.files.append(path)
         info = {
-            "software": "Trawl (warcio)",
-            "format": "WARC File Format 1.1",
-            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/"
-                          "warc-format/warc-1.1/",
+            "software": SOFTWARE,
+            "format": f"WARC File Format {self.warc_version}",
+            "conformsTo": _SPEC_URL.format(v=self.warc_version),
             "hostname": socket.gethostname(),
             "isPartOf": self.prefix,
             **self._extra_info,
@@ -149,12 +192,17 @@ class WarcWriter:
         self._warcinfo_id = rec.rec_headers.get_header("WARC-Record-ID")
         self._append(self._encode(rec))
         self._records_in_file = 0
+        if self.index:
+            self._index = CdxjIndex(path)
 
     def _close_file(self) -> None:
         if self._file is not None:
-            self._file.close()
+            self._file.close()  # before the index, whose lines name its records
             self._file = None
             self._path = None
+        if self._index is not None:
+            self.indexes.append(self._index.close())
+            self._index = None
 
     # -- public --------------------------------------------------------------------------
     def write(self, result: FetchResult) -> WarcLocation | None:
@@ -169,15 +217,20 @@ class WarcWriter:
         while True:
             with self._lock:
                 self._rotate_if_full()
-                info_id = self._warcinfo_id
-            assert info_id is not None
-            resp_bytes, req_bytes = self._encode_fetch(result, info_id)
+                info_id, path = self._warcinfo_id, self._path
+            assert info_id is not None and path is not None
+            resp_bytes, req_bytes, line = self._encode_fetch(result, info_id, path.name)
             with self._lock:
                 self._rotate_if_full()
                 if self._warcinfo_id != info_id or self._path is None:
                     continue
                 offset = self._append(resp_bytes)
                 self._append(req_bytes)
+                if line is not None and self._index is not None:
+                    self._index.add(f"{line[0]}{offset}{line[1]}")
+                    if len(self._index.pending) >= CdxjIndex.FLUSH_LINES:
+                        self._file.flush()  # type: ignore[union-attr]  # open: _path is set
+                        self._index.flush()
                 self._records_in_file += 2
                 self.records_written += 2
                 return WarcLocation(self._path.name, offset, len(resp_bytes))
@@ -189,15 +242,29 @@ class WarcWriter:
         ):
             self._open_new()
 
-    def _encode_fetch(self, result: FetchResult, warcinfo_id: str) -> tuple[bytes, bytes]:
-        """The compressed response and request records of one fetch (one gzip member each)."""
-        records = fetch_records(result, warcinfo_id)
-        return self._gzip(*records.response), self._gzip(records.request)
+    def _encode_fetch(self, result: FetchResult, warcinfo_id: str,
+                      filename: str) -> tuple[bytes, bytes, tuple[str, str] | None]:
+        """The compressed response and request records of one fetch (one gzip member each),
+        and the response's index line but its offset (None: no index, or no key)."""
+        records = fetch_records(result, warcinfo_id, self.warc_version)
+        resp = self._gzip(*records.response)
+        line = None
+        if self.index:
+            try:
+                line = cdxj_parts(warc_value(result.url), records.date, result.status or 0,
+                                  records.headers, records.payload_digest, len(resp), filename)
+            except ValueError as exc:
+                self.index_skipped += 1
+                log.warning("WARC record of %r not indexed: %s", result.url, exc)
+        return resp, self._gzip(records.request), line
 
     def flush(self) -> None:
+        """Flush the WARC file, then its index (whose lines only name flushed records)."""
         with self._lock:
             if self._file is not None:
                 self._file.flush()
+            if self._index is not None:
+                self._index.flush()
 
     def close(self) -> None:
         with self._lock:

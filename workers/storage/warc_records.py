@@ -1,4 +1,6 @@
-"""One fetch as WARC/1.1 response and request records, serialized by hand (not compressed).
+"""One fetch as WARC/1.1 (or 1.0) response and request records, serialized by hand (not
+compressed). WARC/1.0 differs only in the version line and a ``WARC-Date`` to the second (1.1
+has microseconds), as warcio writes each version.
 
 The body in :class:`workers.fetch.FetchResult` is already decoded (gzip/deflate and chunked
 framing removed). Storing it under the original ``Content-Encoding`` / ``Transfer-Encoding``
@@ -15,9 +17,9 @@ warcio wrote them. HTTP heads are ASCII: a non-ASCII header value is percent-enc
 does (RFC 8187 for ``name=value`` parameters, else the whole value), a non-ASCII or control
 character in the status line or request target (and a space in the target) is
 percent-encoded (UTF-8), and a CR/LF in a header value (an obs-fold a server sent) becomes one
-space. In the WARC headers, a control character or space in the Target-URI or IP is
-percent-encoded (non-ASCII stays UTF-8). So a record is well-formed whatever the server (or a
-redirect) sent, and building one never raises.
+space. In the WARC headers, a control character (C0 or C1) or whitespace in the Target-URI or
+IP is percent-encoded (other non-ASCII stays UTF-8). So a record is well-formed whatever the
+server (or a redirect) sent, and building one never raises.
 
 Why not warcio: on the hot path its generic machinery (StatusAndHeaders,
 headers_to_str_headers, replace_header, ensure_digest twice per record reading BytesIO copies
@@ -91,10 +93,13 @@ def _warc_date_slow(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def warc_date(ts: float) -> str:
+def warc_date(ts: float, micros: bool = True) -> str:
     """``WARC-Date`` with microseconds, exactly as ``datetime.fromtimestamp(ts, UTC)`` gives it
-    (microseconds rounded half-even), the seconds part formatted once per second."""
+    (microseconds rounded half-even), the seconds part formatted once per second. Without
+    ``micros`` (WARC/1.0) the seconds only, as warcio writes them."""
     global _date_cache
+    if not micros:  # the same second as the 1.1 date (datetime rounds to the microsecond)
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if not 1e9 <= ts < 4e9:  # outside 2001-2096: let datetime handle (or reject) it
         return _warc_date_slow(ts)
     frac, whole = math.modf(ts)
@@ -160,8 +165,10 @@ def request_target(url: str) -> str:
 _NOT_STATUS = re.compile(r"[^\x20-\x7e]")
 #: ... in a request target or header name (also space) ...
 _NOT_TARGET = re.compile(r"[^\x21-\x7e]")
-#: ... and in a WARC header value: controls and space (WARC headers are UTF-8).
-_WARC_UNSAFE = re.compile(r"[\x00-\x20\x7f]")
+#: ... and in a WARC header value: controls (C0 and C1) and whitespace (WARC headers are UTF-8;
+#: a reader strips a value's ends, and U+0085 or U+00A0 are whitespace to Python's strip).
+_WARC_UNSAFE = re.compile(r"[\x00-\x20\x7f-\xa0\u1680\u2000-\u200a\u2028\u2029\u202f"
+                          r"\u205f\u3000]")
 #: A line break inside a header value (an obs-fold, or a stray CR/LF) with its blanks.
 _LINE_BREAK = re.compile(r"[ \t]*[\r\n]+[ \t]*")
 
@@ -233,25 +240,35 @@ def warc_value(value: str) -> str:
     return _WARC_UNSAFE.sub(_percent_encode_match, value)
 
 
+#: WARC versions a writer can produce (the ``warc_version`` setting).
+WARC_VERSIONS = ("1.0", "1.1")
+
+
 class FetchRecords(NamedTuple):
     """One fetch's records, uncompressed: the response in three parts (head, body, end; so a
-    large body is not copied to join them) and the request whole."""
+    large body is not copied to join them) and the request whole; with what an index line
+    of the response needs (its WARC-Date, payload digest and stored headers)."""
 
     response: tuple[bytes, bytes, bytes]
     request: bytes
+    date: str
+    payload_digest: str
+    headers: Sequence[tuple[str, str]]
 
 
-def fetch_records(result: FetchResult, warcinfo_id: str) -> FetchRecords:
+def fetch_records(result: FetchResult, warcinfo_id: str, version: str = "1.1") -> FetchRecords:
     """The response and request records of one fetch, with the headers (and order) of
     warcio's ``create_warc_record`` + ``write_record``; the request is ``WARC-Concurrent-To``
-    the response."""
-    date = warc_date(result.started_at or time.time())
+    the response. ``version`` is "1.1" or "1.0" (see the module docstring)."""
+    if version not in WARC_VERSIONS:
+        raise ValueError(f"WARC version {version!r}: one of {', '.join(WARC_VERSIONS)}")
+    date = warc_date(result.started_at or time.time(), micros=version != "1.0")
     resp_id, req_id = record_ids()
     body = result.body
     status_line = f"{result.status} {result.reason}".rstrip()
     proto = result.http_version
-    resp_http = http_head(f"{proto} {status_line}" if proto else status_line,
-                           stored_headers(result))
+    headers = stored_headers(result)
+    resp_http = http_head(f"{proto} {status_line}" if proto else status_line, headers)
     block = hashlib.sha1(resp_http)
     block.update(body)
     url = result.url
@@ -260,17 +277,18 @@ def fetch_records(result: FetchResult, warcinfo_id: str) -> FetchRecords:
     cut = result.cut_reason or (
         "unspecified" if result.error == "content_type_skipped" else None)
     trunc_line = f"WARC-Truncated: {cut}\r\n" if cut else ""
+    payload_digest = sha1_label(hashlib.sha1(body).digest())
     resp_head = (
-        f"WARC/1.1\r\nWARC-Date: {date}\r\nWARC-Warcinfo-ID: {warcinfo_id}\r\n"
+        f"WARC/{version}\r\nWARC-Date: {date}\r\nWARC-Warcinfo-ID: {warcinfo_id}\r\n"
         f"{ip_line}{trunc_line}WARC-Type: response\r\nWARC-Record-ID: {resp_id}\r\n"
-        f"{uri_line}WARC-Payload-Digest: {sha1_label(hashlib.sha1(body).digest())}\r\n"
+        f"{uri_line}WARC-Payload-Digest: {payload_digest}\r\n"
         f"WARC-Block-Digest: {sha1_label(block.digest())}\r\n"
         f"Content-Type: application/http; msgtype=response\r\n"
         f"Content-Length: {len(resp_http) + len(body)}\r\n\r\n"
     ).encode("utf-8", "backslashreplace")
     req_http = http_head(f"GET {request_target(url)} {proto}", result.request_headers)
     req_head = (
-        f"WARC/1.1\r\nWARC-Date: {date}\r\nWARC-Concurrent-To: {resp_id}\r\n"
+        f"WARC/{version}\r\nWARC-Date: {date}\r\nWARC-Concurrent-To: {resp_id}\r\n"
         f"WARC-Warcinfo-ID: {warcinfo_id}\r\n{ip_line}"
         f"WARC-Type: request\r\nWARC-Record-ID: {req_id}\r\n{uri_line}"
         f"WARC-Payload-Digest: {EMPTY_SHA1}\r\n"
@@ -278,4 +296,5 @@ def fetch_records(result: FetchResult, warcinfo_id: str) -> FetchRecords:
         f"Content-Type: application/http; msgtype=request\r\n"
         f"Content-Length: {len(req_http)}\r\n\r\n"
     ).encode("utf-8", "backslashreplace")
-    return FetchRecords((resp_head + resp_http, body, WARC_END), req_head + req_http + WARC_END)
+    return FetchRecords((resp_head + resp_http, body, WARC_END), req_head + req_http + WARC_END,
+                        date, payload_digest, headers)
