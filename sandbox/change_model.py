@@ -29,6 +29,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from itertools import pairwise
 from statistics import NormalDist
 from urllib.parse import urlsplit
@@ -82,6 +83,23 @@ def _uniform(digest: bytes) -> float:
     return (int.from_bytes(digest[:8], "big") + 0.5) / 2.0**64
 
 
+@lru_cache(maxsize=1 << 16)  # nearby queries of a page share the top of their paths
+def _left_count(prefix: bytes, level: int, index: int, n: int) -> int:
+    """How many of a node's ``n`` events fall in its left half: Binomial(n, 1/2), seeded by
+    the page (``prefix``) and the node."""
+    if n == 0:
+        return 0
+    node = b"%d:%d" % (level, index)
+    if n <= 512:  # n fair bits straight from the hash
+        bits = hashlib.blake2b(prefix + node, digest_size=64).digest()
+        return (int.from_bytes(bits, "big") >> (512 - n)).bit_count()
+    digest = hashlib.blake2b(prefix + node, digest_size=8).digest()
+    if n <= _EXACT_LIMIT:
+        return random.Random(digest).getrandbits(n).bit_count()
+    z = _NORMAL.inv_cdf(_uniform(digest))
+    return min(n, max(0, round(n / 2 + math.sqrt(n) / 2 * z)))
+
+
 class _Process:
     """The tree of counts of one page (unit rate: times in mean intervals)."""
 
@@ -93,20 +111,11 @@ class _Process:
         z = _NORMAL.inv_cdf(_uniform(self._hash(b"root")))
         self.root = max(0, round(mean + math.sqrt(mean) * z))
 
-    def _hash(self, node: bytes, size: int = 8) -> bytes:
-        return hashlib.blake2b(self.prefix + node, digest_size=size).digest()
+    def _hash(self, node: bytes) -> bytes:
+        return hashlib.blake2b(self.prefix + node, digest_size=8).digest()
 
     def _left(self, level: int, index: int, n: int) -> int:
-        """How many of the node's ``n`` events fall in its left half: Binomial(n, 1/2)."""
-        if n == 0:
-            return 0
-        node = b"%d:%d" % (level, index)
-        if n <= 512:  # n fair bits straight from the hash
-            return (int.from_bytes(self._hash(node, 64), "big") >> (512 - n)).bit_count()
-        if n <= _EXACT_LIMIT:
-            return random.Random(self._hash(node)).getrandbits(n).bit_count()
-        z = _NORMAL.inv_cdf(_uniform(self._hash(node)))
-        return min(n, max(0, round(n / 2 + math.sqrt(n) / 2 * z)))
+        return _left_count(self.prefix, level, index, n)
 
     def _leaf(self, index: int, n: int) -> list[float]:
         rng = random.Random(self._hash(b"leaf:%d" % index))
@@ -220,7 +229,13 @@ class ChangeModel:
     def time_of(self, p: PageChanges, k: int) -> float | None:
         """Wall time at which version k of page ``p`` began; None for 0 or past the horizon."""
         x = self._process(p).kth(k) if p.changing and k >= 1 else None
-        return None if x is None else self.wall_time(x / p.sim_rate)
+        if x is None:
+            return None
+        wall = self.wall_time(x / p.sim_rate)
+        # the first float the version holds at: rounding must not put it a hair before x
+        while self.sim_time(wall) * p.sim_rate < x:
+            wall = math.nextafter(wall, math.inf)
+        return wall
 
     def version_at(self, url: str, t: float) -> int:
         """The version served at wall time t: changes (real and cosmetic) since the epoch."""
