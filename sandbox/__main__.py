@@ -26,9 +26,30 @@ from .server import bind_all, serve
 from .site import SandboxSite
 
 
+def _parser_with_change_args(d: SandboxConfig) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    c = p.add_argument_group("the changing web (sandbox/change_model.py, issue 19)")
+    c.add_argument("--changes", action="store_true",
+                   help="a share of the pages change as Poisson processes at known rates")
+    c.add_argument("--change-share", type=float, default=d.change_share)
+    c.add_argument("--change-min-interval", type=float, default=d.change_min_interval_s,
+                   dest="change_min_interval_s", help="simulated seconds")
+    c.add_argument("--change-max-interval", type=float, default=d.change_max_interval_s,
+                   dest="change_max_interval_s", help="simulated seconds")
+    c.add_argument("--cosmetic-share", type=float, default=d.cosmetic_share)
+    c.add_argument("--etag-share", type=float, default=d.etag_share)
+    c.add_argument("--last-modified-share", type=float, default=d.last_modified_share)
+    c.add_argument("--wrong-lm-share", type=float, default=d.wrong_lm_share)
+    c.add_argument("--time-acceleration", type=float, default=d.time_acceleration,
+                   help="simulated seconds per wall second")
+    c.add_argument("--change-epoch", type=float, default=d.change_epoch,
+                   help="wall time of simulated second 0 (0: when the server starts)")
+    return p
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     d = SandboxConfig()
-    p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    p = _parser_with_change_args(d)
     p.add_argument("--seed", type=int, default=d.seed)
     g = p.add_argument_group("internet-like latency model (sandbox/latency.py)")
     g.add_argument("--internet", action="store_true",
@@ -50,22 +71,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     t.add_argument("--https-port", type=int, default=0, help="0: pick a free port")
     t.add_argument("--tls-dir", help="where the CA (ca.pem) and host certificates go "
                                      "(default: a temporary directory removed at exit)")
-    c = p.add_argument_group("the changing web (sandbox/change_model.py, issue 19)")
-    c.add_argument("--changes", action="store_true",
-                   help="a share of the pages change as Poisson processes at known rates")
-    c.add_argument("--change-share", type=float, default=d.change_share)
-    c.add_argument("--change-min-interval", type=float, default=d.change_min_interval_s,
-                   dest="change_min_interval_s", help="simulated seconds")
-    c.add_argument("--change-max-interval", type=float, default=d.change_max_interval_s,
-                   dest="change_max_interval_s", help="simulated seconds")
-    c.add_argument("--cosmetic-share", type=float, default=d.cosmetic_share)
-    c.add_argument("--etag-share", type=float, default=d.etag_share)
-    c.add_argument("--last-modified-share", type=float, default=d.last_modified_share)
-    c.add_argument("--wrong-lm-share", type=float, default=d.wrong_lm_share)
-    c.add_argument("--time-acceleration", type=float, default=d.time_acceleration,
-                   help="simulated seconds per wall second")
-    c.add_argument("--change-epoch", type=float, default=d.change_epoch,
-                   help="wall time of simulated second 0 (0: when the server starts)")
     p.add_argument("--hosts", type=int, default=d.hosts)
     p.add_argument("--pages-per-host", type=int, default=d.pages_per_host)
     p.add_argument("--ips", type=int, default=d.ips)
