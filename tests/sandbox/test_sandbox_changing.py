@@ -89,8 +89,7 @@ def _soon(web: SandboxWeb, lo: float = 0.3, hi: float = 2.5) -> Callable[[str], 
     return ok
 
 
-def _four_se(p: float, n: int) -> float:
-    """Four standard errors of a share p measured on n draws."""
+def _four_se(p: float, n: int) -> float:  # of a share p measured on n draws
     return 4 * math.sqrt(p * (1 - p) / n)
 
 
@@ -314,17 +313,23 @@ def test_if_modified_since_on_a_last_modified_only_host(web: SandboxWeb) -> None
     assert parsedate_to_datetime(headers2["Last-Modified"]) > parsedate_to_datetime(lm)
 
 
+def _quiet_page_of_a_liar(m: ChangeModel, how: WrongLastModified) -> Callable[[str], bool]:
+    """A page of a ``how`` liar with no change 5 s either side of now: its true date is 5 s
+    old or more, and stays so through the test."""
+    def ok(u: str) -> bool:
+        now = time.time()
+        return (m.validators(urlsplit(u).hostname or "").wrong_lm is how
+                and (m.last_change(u, now) or 0.0) < now - 5
+                and (m.next_change(u, now) or math.inf) > now + 5)
+
+    return ok
+
+
 def test_lying_hosts_give_wrong_dates_and_ignore_conditional_headers(web: SandboxWeb) -> None:
     m = _model(web)
     assert web.site is not None
     for how in WrongLastModified:
-        def liar(u: str, how: WrongLastModified = how) -> bool:
-            return m.validators(urlsplit(u).hostname or "").wrong_lm is how
-
-        # a page with no change 5 s either side of now: its true date is 5 s old or more
-        url = _pick(web, lambda u, liar=liar: liar(u) and (  # type: ignore[misc]
-            (m.last_change(u, time.time()) or 0.0) < time.time() - 5
-            and (m.next_change(u, time.time()) or math.inf) > time.time() + 5))
+        url = _pick(web, _quiet_page_of_a_liar(m, how))
         host, path = urlsplit(url).hostname or "", urlsplit(url).path
         asked = time.time()
         status, headers, _ = _get(web, url)
