@@ -73,7 +73,7 @@ def _pick(web: SandboxWeb, ok: Callable[[str], bool]) -> str:
     raise AssertionError("no page fits: the seed no longer gives one")
 
 
-def _soon(web: SandboxWeb, lo: float = 0.3, hi: float = 2.5) -> Callable[[str], bool]:
+def _soon(web: SandboxWeb, lo: float = 1.0, hi: float = 3.5) -> Callable[[str], bool]:
     """The page's next change is lo..hi s away, and the one after it comes 0.3 s later or more
     (so the test's two requests see the versions before and after)."""
     m = _model(web)
@@ -389,8 +389,8 @@ def test_option_off_serves_the_static_web_byte_for_byte(module_webs: SandboxWebs
              "wrong_lm_share": 0.9, "time_acceleration": 1e6, "change_min_interval_s": 1.0}
     off = module_webs.fresh(SandboxConfig(**{**PLAIN.to_dict(), **knobs}))
     plain = SandboxSite(PLAIN, off.port)
-    urls = [u for u in plain.page_urls()[::17] if urlsplit(u).hostname != plain.hang_host]
-    urls += plain.resource_urls()[:3]
+    urls = [u for u in plain.page_urls()[::17] + plain.resource_urls()[::10]
+            if urlsplit(u).hostname != plain.hang_host]
     for url in urls:
         host, path = urlsplit(url).hostname or "", urlsplit(url).path
         status, headers, body = _get(off, url)
