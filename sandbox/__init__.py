@@ -1,5 +1,6 @@
 """A deterministic, seeded web of many hosts on loopback (DESIGN.md, "The sandbox web")."""
 
+from .change_model import ChangeModel, HostValidators, WrongLastModified
 from .config import SandboxConfig
 from .graph import Link, PageSpec
 from .handle import SandboxWeb
@@ -14,6 +15,8 @@ __all__ = [
     "FARM_LISTED",
     "ROBOTS_PARSE_LIMIT",
     "TRAP_KINDS",
+    "ChangeModel",
+    "HostValidators",
     "Link",
     "LogEntry",
     "PageSpec",
@@ -24,6 +27,7 @@ __all__ = [
     "SandboxWeb",
     "Special",
     "SpecialKind",
+    "WrongLastModified",
     "canonical_url",
     "read_log",
 ]

@@ -26,9 +26,30 @@ from .server import bind_all, serve
 from .site import SandboxSite
 
 
+def _parser_with_change_args(d: SandboxConfig) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    c = p.add_argument_group("the changing web (sandbox/change_model.py, issue 19)")
+    c.add_argument("--changes", action="store_true",
+                   help="a share of the pages change as Poisson processes at known rates")
+    c.add_argument("--change-share", type=float, default=d.change_share)
+    c.add_argument("--change-min-interval", type=float, default=d.change_min_interval_s,
+                   dest="change_min_interval_s", help="simulated seconds")
+    c.add_argument("--change-max-interval", type=float, default=d.change_max_interval_s,
+                   dest="change_max_interval_s", help="simulated seconds")
+    c.add_argument("--cosmetic-share", type=float, default=d.cosmetic_share)
+    c.add_argument("--etag-share", type=float, default=d.etag_share)
+    c.add_argument("--last-modified-share", type=float, default=d.last_modified_share)
+    c.add_argument("--wrong-lm-share", type=float, default=d.wrong_lm_share)
+    c.add_argument("--time-acceleration", type=float, default=d.time_acceleration,
+                   help="simulated seconds per wall second")
+    c.add_argument("--change-epoch", type=float, default=d.change_epoch,
+                   help="wall time of simulated second 0 (0: when the server starts)")
+    return p
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     d = SandboxConfig()
-    p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    p = _parser_with_change_args(d)
     p.add_argument("--seed", type=int, default=d.seed)
     g = p.add_argument_group("internet-like latency model (sandbox/latency.py)")
     g.add_argument("--internet", action="store_true",
@@ -96,7 +117,14 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
                          latency_median_s=a.latency_median_s, latency_shape=a.latency_shape,
                          slow_host_share=a.slow_host_share, fail_share=a.fail_share,
                          keepalive_idle_s=a.keepalive_idle_s, trickle_share=a.trickle_share,
-                         https_share=a.https_share)
+                         https_share=a.https_share, changes=a.changes,
+                         change_share=a.change_share,
+                         change_min_interval_s=a.change_min_interval_s,
+                         change_max_interval_s=a.change_max_interval_s,
+                         cosmetic_share=a.cosmetic_share, etag_share=a.etag_share,
+                         last_modified_share=a.last_modified_share,
+                         wrong_lm_share=a.wrong_lm_share, time_acceleration=a.time_acceleration,
+                         change_epoch=a.change_epoch)
 
 
 def write_pagerank(site: SandboxSite, path: str) -> None:
@@ -110,9 +138,11 @@ def write_pagerank(site: SandboxSite, path: str) -> None:
 
 def ready_line(site: SandboxSite, args: argparse.Namespace,
                prerendered: dict[str, float] | None = None,
-               ca_path: str | None = None) -> dict[str, object]:
+               ca_path: str | None = None, change_epoch: float = 0.0) -> dict[str, object]:
     info: dict[str, object] = {"port": site.port, "resolver_map": site.resolver_map(),
                                "seeds": site.seeds(), "log": args.log}
+    if site.config.changes:
+        info["change_epoch"] = change_epoch
     if ca_path is not None:
         info.update(https_port=site.https_port, ca_path=ca_path)
     rule = site.farm_rule()
@@ -178,14 +208,15 @@ async def _serve(args: argparse.Namespace, site: SandboxSite, socks: list[socket
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     ready = asyncio.Event()
+    epoch = site.config.change_epoch or time.time()
     task = asyncio.create_task(serve(site, RequestLog(args.log), socks, stop, ready,
-                                     tls_socks, certs.context if certs else None))
+                                     tls_socks, certs.context if certs else None, epoch))
     await asyncio.wait([task, asyncio.create_task(ready.wait())],
                        return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         await task  # startup failed: raise its error
-    print(json.dumps(ready_line(site, args, prerendered, certs.ca_path if certs else None)),
-          flush=True)
+    print(json.dumps(ready_line(site, args, prerendered, certs.ca_path if certs else None,
+                                epoch)), flush=True)
     await task
 
 

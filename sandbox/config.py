@@ -51,6 +51,26 @@ class SandboxConfig:
     #: Share of hosts served over HTTPS only (sandbox/tls.py), on a second port shared by all
     #: IPs, with a certificate per host name from a CA made at start. Independent of latency.
     https_share: float = 0.0
+    #: The changing web (issue 19, sandbox/change_model.py and sandbox/changing.py): a share
+    #: of the pages change as Poisson processes at known rates. Off: the web is byte-identical
+    #: to the one without these options. Not with ``duplicates`` (a mirror copies its source).
+    changes: bool = False
+    #: Share of the pages that change; the others never do.
+    change_share: float = 0.5
+    #: A changing page's mean time between changes, log-uniform between these (simulated s).
+    change_min_interval_s: float = 60.0
+    change_max_interval_s: float = 7 * 86400.0
+    #: Share of the changing pages whose changes touch only a date and counter line.
+    cosmetic_share: float = 0.2
+    #: Shares of hosts sending an ETag, a (true) Last-Modified, and a wrong Last-Modified
+    #: (those send no ETag and ignore conditional headers).
+    etag_share: float = 0.6
+    last_modified_share: float = 0.6
+    wrong_lm_share: float = 0.1
+    #: Simulated seconds per wall second.
+    time_acceleration: float = 1.0
+    #: Wall time of simulated second 0; 0: when the server starts (it reports the value).
+    change_epoch: float = 0.0
 
     @classmethod
     def internet(cls, **overrides: object) -> SandboxConfig:
@@ -68,12 +88,22 @@ class SandboxConfig:
             raise ValueError(f"pages_per_host={self.pages_per_host}: need at least 10")
         if not 1 <= self.ips <= self.hosts:
             raise ValueError(f"ips={self.ips}: must be between 1 and hosts={self.hosts}")
-        for name in ("slow_host_share", "fail_share", "trickle_share", "https_share"):
+        for name in ("slow_host_share", "fail_share", "trickle_share", "https_share",
+                     "change_share", "cosmetic_share", "etag_share", "last_modified_share",
+                     "wrong_lm_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be between 0 and 1")
         if self.latency_median_s <= 0 or self.latency_shape < 0 or self.keepalive_idle_s <= 0:
             raise ValueError("latency_median_s and keepalive_idle_s must be > 0, "
                              "latency_shape >= 0")
+        if not 0 < self.change_min_interval_s <= self.change_max_interval_s:
+            raise ValueError("need 0 < change_min_interval_s <= change_max_interval_s, got "
+                             f"{self.change_min_interval_s} and {self.change_max_interval_s}")
+        if not self.time_acceleration > 0 or self.change_epoch < 0:
+            raise ValueError("time_acceleration must be > 0 and change_epoch >= 0")
+        if self.changes and self.duplicates:
+            raise ValueError("changes and duplicates cannot be combined: mirrors and duplicate "
+                             "families copy pages that would change under them")
         if self.ips > 250 * 250:
             raise ValueError(f"ips={self.ips}: at most 62500 loopback addresses are generated")
 

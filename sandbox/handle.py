@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from .change_model import ChangeModel
 from .config import SandboxConfig
 from .requestlog import LogEntry, read_log
 from .site import SandboxSite
@@ -53,6 +54,10 @@ class SandboxWeb:
         #: With traps: hosts, domains, farm_suffix and farm_ip (sandbox/traps.py); else {}.
         self.traps: dict[str, object] = {}
         self.site: SandboxSite | None = None
+        #: With config.changes: wall time of simulated second 0, and the ground truth of
+        #: when pages change (sandbox/change_model.py); else 0.0 and None.
+        self.change_epoch = 0.0
+        self.changes: ChangeModel | None = None
 
     @property
     def pid(self) -> int:
@@ -77,6 +82,14 @@ class SandboxWeb:
                   if c.latency else []),
                 *(["--https-share", str(c.https_share), "--https-port",
                    str(self._https_port_arg)] if c.https_share else []),
+                *(["--changes", "--change-share", str(c.change_share),
+                   "--change-min-interval", str(c.change_min_interval_s),
+                   "--change-max-interval", str(c.change_max_interval_s),
+                   "--cosmetic-share", str(c.cosmetic_share), "--etag-share", str(c.etag_share),
+                   "--last-modified-share", str(c.last_modified_share),
+                   "--wrong-lm-share", str(c.wrong_lm_share),
+                   "--time-acceleration", str(c.time_acceleration),
+                   "--change-epoch", str(c.change_epoch)] if c.changes else []),
                 *(["--prerender"] if self._prerender else []),
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 
@@ -118,6 +131,9 @@ class SandboxWeb:
         self.traps = dict(info.get("traps", {}))
         self.prerendered = dict(info.get("prerendered", {}))
         self.site = SandboxSite(self.config, self.port, self.https_port)
+        if self.config.changes:
+            self.change_epoch = float(info["change_epoch"])
+            self.changes = ChangeModel(self.config, self.change_epoch, self.site.layout)
         return self
 
     def stop(self) -> int | None:

@@ -18,13 +18,16 @@ def _anchor(lk: Link) -> str:
     return f'<a href="{escape(lk.href)}"{rel}>{escape(lk.text)}</a>'
 
 
-def render_page(spec: PageSpec, vocab: Vocabulary, seed: int) -> bytes:
+def render_page(spec: PageSpec, vocab: Vocabulary, seed: int, version: int = 0) -> bytes:
     """The page's HTML: head, header and nav, then paragraphs of text with the body links
-    spread through them up to the spec's size, then maps, frames, images and the footer."""
+    spread through them up to the spec's size, then maps, frames, images and the footer.
+    ``version`` > 0 (the changing web): other text, the same links."""
     head, top, tail = _head(spec), _top(spec), _tail(spec)
     fixed = sum(map(len, head)) + sum(map(len, top)) + sum(map(len, tail))
     body = [lk for lk in spec.links if lk.section == "body" and lk.tag == "a"]
-    middle = _middle(spec, vocab, rng_for(seed, "text", spec.host, spec.page_id), body, fixed)
+    text = (rng_for(seed, "text", spec.host, spec.page_id, "v", version) if version
+            else rng_for(seed, "text", spec.host, spec.page_id))
+    middle = _middle(spec, vocab, text, body, fixed)
     return "".join(head + top + middle + tail).encode()
 
 

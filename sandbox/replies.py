@@ -43,6 +43,9 @@ class Reply:
     last_modified: str | None = None
     #: Status answered to the first request of this URL in a server process (flaky page).
     first_status: int | None = None
+    #: Whether If-None-Match / If-Modified-Since may turn it into a 304 (a lying host of the
+    #: changing web ignores them).
+    conditional: bool = True
 
 
 _PRERENDER: SiteReplies | None = None

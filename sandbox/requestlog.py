@@ -4,7 +4,8 @@ Fields: start, end (time.time() floats; end is taken after the response was writ
 (just before the last write: a lower bound on when the client had the whole response), host
 (Host header without port), ip (local address the request arrived on), path (with query),
 method, status (0 if the client went away or the server shut down first), bytes (body length
-sent), ua (User-Agent), scheme (http, or https for a request over TLS).
+sent), ua (User-Agent), scheme (http, or https for a request over TLS), and on the changing web
+version (of a changing page served, see LogEntry.version).
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ class LogEntry:
     sent: float = 0.0
     #: "https" when the request came over TLS (an HTTPS host's port).
     scheme: str = "http"
+    #: On the changing web (config.changes): the version of the changing page served (its
+    #: number of changes since the web's epoch, sandbox/change_model.py). None, and absent
+    #: from the line, for pages that never change and everything else.
+    version: int | None = None
 
 
-_FIELDS = tuple(LogEntry.__dataclass_fields__)
+_FIELDS = tuple(f for f in LogEntry.__dataclass_fields__ if f != "version")
 
 
 class RequestLog:
@@ -47,8 +52,10 @@ class RequestLog:
 
     def write(self, entry: LogEntry) -> None:
         # a dict of the fields, not asdict(): that deep-copies each value (~4x the time)
-        self._buffer.append(json.dumps({f: getattr(entry, f) for f in _FIELDS},
-                                       separators=(",", ":")))
+        fields = {f: getattr(entry, f) for f in _FIELDS}
+        if entry.version is not None:
+            fields["version"] = entry.version
+        self._buffer.append(json.dumps(fields, separators=(",", ":")))
 
     def flush(self) -> None:
         if self._buffer:

@@ -11,6 +11,8 @@ from email.utils import parsedate_to_datetime
 
 from aiohttp import web
 
+from .change_model import ChangeModel
+from .changing import ChangingReplies
 from .latency import Answer, Failure, LatencyModel
 from .pages import small_html
 from .replies import Reply
@@ -56,7 +58,9 @@ def _not_modified(request: web.BaseRequest, reply: Reply) -> bool:
 
 
 class SandboxServer:
-    def __init__(self, site: SandboxSite, log: RequestLog) -> None:
+    def __init__(self, site: SandboxSite, log: RequestLog, change_epoch: float = 0.0) -> None:
+        """``change_epoch``: wall time of the changing web's simulated second 0 (with
+        config.changes)."""
         self.site = site
         self.log = log
         self._flaky_seen: set[tuple[str, str]] = set()
@@ -67,6 +71,8 @@ class SandboxServer:
         #: (host, path) -> requests so far: the n of the latency model's draws
         self._asked: dict[tuple[str, str], int] = {}
         self._https = site.layout.https_hosts
+        self.changes = ChangingReplies(site.replies, ChangeModel(c, change_epoch, site.layout)
+                                       ) if c.changes else None
 
     def _misdirected(self, host: str, secure: bool) -> Reply | None:
         """A plain-HTTP host asked over TLS (the SNI of another host) answers 421. An HTTPS
@@ -103,10 +109,13 @@ class SandboxServer:
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         status = nbytes = 0
         sent = 0.0
+        version = None
         secure = request.transport is not None and \
             request.transport.get_extra_info("sslcontext") is not None
         try:
             reply = (secure and self._misdirected(host, secure)) or self.site.respond(host, target)
+            if self.changes is not None:
+                reply, version = self.changes.serve(host, target, reply, start)
             answer = await self._wait(request, host, target)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
@@ -116,10 +125,12 @@ class SandboxServer:
                 self._flaky_seen.add((host, target))
                 status, body = reply.first_status, small_html("Unavailable", "try again")
                 headers["Retry-After"] = "0"
-            if status == 200 and reply.etag:
-                headers["ETag"] = reply.etag
-                headers["Last-Modified"] = reply.last_modified or ""
-                if _not_modified(request, reply):
+            if status == 200 and (reply.etag or reply.last_modified):
+                if reply.etag:
+                    headers["ETag"] = reply.etag
+                if reply.last_modified is not None:
+                    headers["Last-Modified"] = reply.last_modified
+                if reply.conditional and _not_modified(request, reply):
                     status, body = 304, b""
                     del headers["Content-Type"]
             if answer is not None and answer.trickle_chunks and len(body) > 1:
@@ -148,17 +159,17 @@ class SandboxServer:
                 start=start, end=time.time(), host=host, ip=sock[0] if sock else "",
                 path=target, method=request.method, status=status, bytes=nbytes,
                 ua=request.headers.get("User-Agent", ""), sent=sent or time.time(),
-                scheme="https" if secure else "http",
+                scheme="https" if secure else "http", version=version,
             ))
 
 
 async def serve(site: SandboxSite, log: RequestLog, socks: list[socket.socket],
                 stop: asyncio.Event, ready: asyncio.Event | None = None,
                 tls_socks: list[socket.socket] | None = None,
-                tls: ssl.SSLContext | None = None) -> None:
+                tls: ssl.SSLContext | None = None, change_epoch: float = 0.0) -> None:
     """Serve until ``stop`` is set, then close, cancel in-flight requests and flush the log.
     ``tls_socks`` (the HTTPS port on every IP) are served with ``tls`` (SNI-picked certs)."""
-    server = SandboxServer(site, log)
+    server = SandboxServer(site, log, change_epoch)
     # keepalive_timeout: the internet-like web closes connections idle keepalive_idle_s
     # (aiohttp's own default, 75 s, otherwise).
     extra = {"keepalive_timeout": site.config.keepalive_idle_s} if site.config.latency else {}
