@@ -1,14 +1,18 @@
 """Prometheus metrics (issue 20): a real crawl of a sandbox web by two real ``trawl worker``
-processes, each serving /metrics on its own port. Both endpoints are scraped live, during the
-crawl and after it, parsed with prometheus_client's text parser, and checked against the
-crawl's own counters in Redis (the summary), its JSONL records and each other.
+processes and a ``trawl scheduler``, each serving /metrics on its own port. The endpoints are
+scraped live, during the crawl and after it, parsed with prometheus_client's text parser, and
+checked against the crawl's own counters in Redis (the summary), its JSONL records and each
+other.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -46,6 +50,7 @@ class Scrapes:
     """What the fixture saw: the endpoints during and after the crawl, and the crawl's truth."""
 
     during: list[list[Families]]
+    #: the workers' endpoints, then the scheduler's
     after: list[Families]
     stats: dict[str, int]
     summary: dict
@@ -122,10 +127,15 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
                           max_pages_per_host=40)
     frontier = init_crawl(client, config, list(web.seeds))
     seeds_admitted = frontier.stats()["admitted"]
-    base = free_base_port(WORKERS)
-    ports = [base + i for i in range(WORKERS)]
+    base = free_base_port(WORKERS + 1)
+    ports = [base + i for i in range(WORKERS + 1)]
     pool = WorkerPool(redis_server.url, "metrics1", WORKERS, CONCURRENCY, tmp / "logs",
                       metrics=(base, "127.0.0.1")).start()
+    with open(tmp / "logs" / "scheduler.log", "wb") as log:
+        scheduler = subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "scheduler", "--namespace", "metrics1",
+             "--forever", "--metrics-port", str(ports[-1])], stdout=log,
+            stderr=subprocess.STDOUT, env={**os.environ, "TRAWL_REDIS": redis_server.url})
     try:
         during: list[list[Families]] = []
         watcher = CrawlWatcher(frontier)
@@ -141,6 +151,8 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
         after = [scrape(p) for p in ports]
         stats = watcher.poll()
         pool.stop()  # the workers flush their JSONL records as they stop
+        scheduler.terminate()
+        assert scheduler.wait(15) == 0
         records = [json.loads(line) for path in (tmp / "out" / "records").glob("*.jsonl")
                    for line in path.read_text().splitlines()]
         print(json.dumps({"metrics_crawl_s": round(elapsed, 1), "fetched": stats["fetched"],
@@ -150,6 +162,9 @@ def crawl(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedis,
                       frontier.bloom_layers[0].capacity, records)
     finally:
         pool.stop()
+        if scheduler.poll() is None:
+            scheduler.kill()
+            scheduler.wait()
         client.close()
 
 
@@ -162,7 +177,7 @@ def test_pages_and_outcomes_summed_over_processes_match_the_summary(crawl: Scrap
         assert total(after, "trawl_leases_total", outcome=outcome) == s[line], outcome
     assert s["pages_failed"] and s["robots_blocked"] and s["retries"]  # the checks bite
     # Each process did a share, none all of it: the crawl's figure is the sum, not either one.
-    shares = [value(f, "trawl_leases_total", outcome="fetched") for f in after]
+    shares = [value(f, "trawl_leases_total", outcome="fetched") for f in after[:WORKERS]]
     assert all(0 < n < s["pages_fetched"] for n in shares), shares
 
 
@@ -202,7 +217,8 @@ def test_fetch_histogram_counts_every_fetch_and_bytes_match_the_records(crawl: S
 def test_partition_gauges_cover_the_crawl_once(crawl: Scrapes) -> None:
     owned = [{s.labels["partition"] for s in f["trawl_frontier_queued_urls"].samples}
              for f in crawl.after]
-    assert all(owned) and not set.intersection(*owned)  # both own some, none twice
+    assert all(owned)  # every member (workers and scheduler) owns some partitions
+    assert sum(map(len, owned)) == PARTITIONS  # none twice
     assert set.union(*owned) == {str(p) for p in range(PARTITIONS)}
     assert total(crawl.after, "trawl_frontier_queued_urls") == 0
     assert total(crawl.after, "trawl_frontier_inflight_leases") == 0
@@ -220,13 +236,19 @@ def test_partition_gauges_cover_the_crawl_once(crawl: Scrapes) -> None:
 
 def test_live_scrapes_during_the_crawl_only_grow(crawl: Scrapes) -> None:
     assert len(crawl.during) >= 3
-    for i in range(len(crawl.after)):
+    for i in range(WORKERS):
         seen = [value(pair[i], "trawl_leases_total") for pair in crawl.during]
         seen.append(value(crawl.after[i], "trawl_leases_total"))
         assert seen == sorted(seen) and seen[0] < seen[-1]
-    assert all(value(f, "trawl_engine_capacity") == CONCURRENCY for f in crawl.after)
+    for i in range(WORKERS + 1):
+        sent = [value(pair[i], "trawl_scheduler_urls_dispatched_total") for pair in crawl.during]
+        assert sent == sorted(sent)
+    assert value(crawl.after[-1], "trawl_scheduler_urls_dispatched_total") > 0
+    assert all(value(f, "trawl_engine_capacity") == CONCURRENCY for f in crawl.after[:WORKERS])
+    assert "trawl_engine_capacity" not in crawl.after[-1]  # a scheduler fetches nothing
     info = [next(iter(f["trawl_process_info"].samples)).labels for f in crawl.after]
-    assert {i["role"] for i in info} == {"worker"} and len({i["name"] for i in info}) == 2
+    assert [i["role"] for i in info] == ["worker"] * WORKERS + ["scheduler"]
+    assert len({i["name"] for i in info}) == WORKERS + 1
 
 
 def naming_problems(families: Families) -> list[str]:
