@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter as TallyCounter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -29,6 +30,10 @@ from prometheus_client.registry import Collector
 from frontier.counters import DUPLICATES, ERRORS, ROBOTS_POLICIES, Outcome
 
 log = logging.getLogger(__name__)
+
+#: Outcomes whose page set its host's politeness delay (the host-delay histogram).
+_PAGES = frozenset({Outcome.FETCHED.value, Outcome.TRUNCATED.value})
+_UNKNOWN = object()
 
 #: Fetch durations (seconds): loopback answers in ms, the real web in 0.1-2 s, timeouts at 30+.
 FETCH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -83,39 +88,52 @@ class WorkerMetrics:
         self._by_outcome = {o.value: (self.leases.labels(o.value), self.bytes.labels(o.value))
                             for o in Outcome}
         self._by_kind = {k: self.fetch_seconds.labels(k) for k in ("robots", "probe", "page")}
+        #: stored counter name -> the labelled child it feeds, or None (see _family_child)
+        self._families: dict[str, Any] = {}
 
     def count_results(self, results: Iterable[Any]) -> None:
-        """One written-back batch: each ``LeaseResult``'s outcome, fetch and counters."""
+        """One written-back batch: each ``LeaseResult``'s outcome, fetch and counters. Summed
+        per batch first: a labelled counter is bumped once per batch and label, not per page
+        (bench/metrics_cost.py); only the two histograms observe each page."""
         now = time.time()
+        outcomes: TallyCounter[str] = TallyCounter()
+        body: TallyCounter[str] = TallyCounter()
+        families: TallyCounter[str] = TallyCounter()
+        by_kind = self._by_kind
         for res in results:
             completion = res.completion
             outcome = completion.outcome.value
-            leases, body = self._by_outcome[outcome]
-            leases.inc()
+            outcomes[outcome] += 1
             fetched = res.fetched
             if fetched is not None:
-                body.inc(fetched.body_bytes)
-                hist = self._by_kind.get(fetched.kind) or self.fetch_seconds.labels(fetched.kind)
+                body[outcome] += fetched.body_bytes
+                hist = by_kind.get(fetched.kind) or self.fetch_seconds.labels(fetched.kind)
                 hist.observe(fetched.seconds)
-                if outcome in ("fetched", "truncated"):
+                if outcome in _PAGES:
                     self.host_delay.observe(max(0.0, completion.next_allowed - now))
-            for name, n in res.counters.items():
-                self._count_family(name, n)
+            if res.counters:
+                families.update(res.counters)
+        for outcome, n in outcomes.items():
+            leases, bytes_ = self._by_outcome[outcome]
+            leases.inc(n)
+            if body[outcome]:
+                bytes_.inc(body[outcome])
+        for name, n in families.items():
+            child = self._families.get(name, _UNKNOWN)
+            if child is _UNKNOWN:
+                child = self._families[name] = self._family_child(name)
+            if child is not None:
+                child.inc(n)
 
-    def _count_family(self, name: str, n: int) -> None:
-        # The families' prefixes (err:, dup_, robots:) are matched by hand, not via lookup(),
-        # which tries every family: the common counters (links_*) fall through at once.
-        kind = ERRORS.member_of(name)
-        if kind is not None:
-            self.errors.labels(kind).inc(n)
-            return
-        kind = DUPLICATES.member_of(name)
-        if kind is not None:
-            self.duplicates.labels(kind).inc(n)
-            return
-        kind = ROBOTS_POLICIES.member_of(name)
-        if kind is not None:
-            self.robots.labels(kind).inc(n)
+    def _family_child(self, name: str) -> Any:
+        """The labelled counter a stored counter name feeds (err:, dup_, robots:), or None.
+        Resolved once per name: the names are a small vocabulary."""
+        for family, metric in ((ERRORS, self.errors), (DUPLICATES, self.duplicates),
+                               (ROBOTS_POLICIES, self.robots)):
+            member = family.member_of(name)
+            if member is not None:
+                return metric.labels(member)
+        return None
 
     def count_outcome(self, outcome: Outcome, n: int = 1) -> None:
         """Leases the scheduler ended itself (deferred, unsent)."""
