@@ -308,3 +308,29 @@ def test_flags_and_a_port_that_cannot_be_bound(tmp_path: Path) -> None:
         args.metrics_port, args.metrics_addr = held.getsockname()[1], "127.0.0.1"
         with pytest.raises(ConfigError, match="--metrics-port"):
             serve_metrics(args, "worker", "w", "ns")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_grafana_dashboard_asks_only_for_metrics_the_endpoints_serve(crawl: Scrapes) -> None:
+    dashboard = json.loads((ROOT / "deploy" / "grafana" / "trawl-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    asked = {m for e in exprs for m in re.findall(r"\b(?:trawl|process)_[a-z_]+\b", e)}
+    served = {s.name for fams in crawl.after for f in fams.values() for s in f.samples}
+    assert len(asked) >= 15 and asked <= served, sorted(asked - served)
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+def test_prometheus_scrapes_the_port_compose_gives_the_workers() -> None:
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    prom = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    assert compose["prometheus"]["profiles"] == ["metrics"]  # optional, not started by default
+    scraped = {sd["names"][0]: sd["port"] for job in prom["scrape_configs"]
+               for sd in job["dns_sd_configs"]}
+    assert set(scraped) == {"worker", "scheduler"}
+    for service, port in scraped.items():
+        args = build_parser().parse_args([*compose[service]["command"][1:], "--redis", "r://"])
+        assert (args.metrics_port, args.metrics_addr) == (port, "0.0.0.0"), service
