@@ -334,3 +334,40 @@ def test_prometheus_scrapes_the_port_compose_gives_the_workers() -> None:
     for service, port in scraped.items():
         args = build_parser().parse_args([*compose[service]["command"][1:], "--redis", "r://"])
         assert (args.metrics_port, args.metrics_addr) == (port, "0.0.0.0"), service
+
+
+def test_a_scrape_answers_with_redis_away(tmp_path: Path) -> None:
+    """Partition figures come from Redis at scrape time: with Redis gone the endpoint still
+    answers, saying so in trawl_frontier_read_ok (control: 1 while Redis runs)."""
+    from prometheus_client import generate_latest
+
+    from frontier.config import CrawlConfig
+    from frontier.frontier import Frontier
+    from workers.runtime.metrics import PartitionCollector, WorkerMetrics
+
+    server = EmbeddedRedis(tmp_path / "r").start()
+    try:
+        frontier = Frontier(client_from_url(server.url), CrawlConfig(namespace="away",
+                                                                     partitions=4))
+
+        @dataclass
+        class Owner:  # what PartitionCollector reads of a Member
+            frontier: Frontier
+            owned: dict[int, str]
+
+        metrics = WorkerMetrics("worker", "w", "away")
+        metrics.registry.register(PartitionCollector(Owner(frontier, {0: "", 2: ""})))
+
+        def families() -> Families:
+            text = generate_latest(metrics.registry).decode()
+            return {f.name: f for f in text_string_to_metric_families(text)}
+
+        up = families()
+        assert value(up, "trawl_frontier_read_ok") == 1
+        assert {s.labels["partition"] for s in up["trawl_frontier_queued_urls"].samples} == {
+            "0", "2"}
+    finally:
+        server.stop()
+    down = families()
+    assert value(down, "trawl_frontier_read_ok") == 0
+    assert "trawl_frontier_queued_urls" not in down and "trawl_leases" in down
