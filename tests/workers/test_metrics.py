@@ -302,6 +302,8 @@ def test_flags_and_a_port_that_cannot_be_bound(tmp_path: Path) -> None:
                                       "9400", "--metrics-addr", "0.0.0.0"])
     assert (args.metrics_port, args.metrics_addr) == (9400, "0.0.0.0")
     assert build_parser().parse_args(["scheduler", "--redis", "redis://x"]).metrics_port == 0
+    crawl_args = build_parser().parse_args(["crawl", "http://a.test/", "--metrics-port", "9500"])
+    assert (crawl_args.metrics_port, crawl_args.metrics_addr) == (9500, "127.0.0.1")
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
