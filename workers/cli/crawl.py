@@ -24,6 +24,7 @@ from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.keys import Keys, host_name, task_queue
 from frontier.redisclient import client_from_url, redacted
 from frontier.urls import InvalidURL, canonicalize, host_of
+from workers.cli.metrics import pool_arguments
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,8 @@ class WorkerPool:
     log_dir: Path
     events: bool = False
     broker_url: str | None = None
+    #: (first port, address) of the workers' metrics endpoints (workers/cli/metrics.py)
+    metrics: tuple[int, str] = (0, "127.0.0.1")
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     def start(self) -> WorkerPool:
@@ -156,6 +159,7 @@ class WorkerPool:
             cmd += ["--concurrency", str(self.concurrency)]
         if self.events:
             cmd.append("--events")
+        cmd += pool_arguments(*self.metrics, i)
         # The URLs (a password in them) by environment, not argv: ps shows argv to everyone.
         env = {**os.environ, ENV_REDIS: self.redis_url}
         env.pop(ENV_BROKER, None)

@@ -16,6 +16,7 @@ from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
 from workers.cli.crawl import url_arguments
 from workers.cli.flower import add_flower_arguments, cmd_flower
+from workers.cli.metrics import add_metrics_arguments, serve_metrics
 from workers.cli.options import settings_from_args
 from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
 
@@ -47,6 +48,7 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--events", action="store_true", help="send task events (for Flower)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                    help="any crawl setting, e.g. --set max_retries=3 (repeatable)")
+    add_metrics_arguments(p, pool=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,12 +95,14 @@ def _add_cluster_commands(sub: Any) -> None:
     worker.add_argument("--loglevel", default="WARNING")
     worker.add_argument("--no-schedule", action="store_true",
                         help="fetch only; own no partitions")
+    add_metrics_arguments(worker)
 
     sched = sub.add_parser("scheduler", help="run the scheduler of a crawl (until it is done)")
     url_arguments(sched)
     sched.add_argument("--namespace", default="trawl")
     sched.add_argument("--forever", action="store_true", help="keep running when idle")
     sched.add_argument("--name", default=None, help="member name (default host-pid-random)")
+    add_metrics_arguments(sched)
 
 
 def _add_inspection_commands(sub: Any) -> None:
@@ -206,7 +210,8 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                 raise ConfigError("A redis-cluster:// state URL needs --broker redis://HOST:PORT "
                                   "(Celery's broker cannot be a Redis Cluster).")
             pool = WorkerPool(redis_url, config.namespace, args.workers, None,
-                              out / "logs", events=args.events, broker_url=args.broker).start()
+                              out / "logs", events=args.events, broker_url=args.broker,
+                              metrics=(args.metrics_port, args.metrics_addr)).start()
             watcher = CrawlWatcher(frontier)
             start = time.monotonic()
             # The workers own the partitions and schedule them (workers/cluster/member.py); this
@@ -263,6 +268,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from workers.cluster.member import Member
 
     member = None if args.no_schedule else Member(client, config, app, name=args.name)
+    serve_metrics(args, "worker", member.id if member else args.name or "", args.namespace,
+                  member)
 
     @worker_ready.connect(weak=False)
     def _join(**_kw: Any) -> None:
@@ -306,7 +313,9 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
             log.warning("%s (waiting)", exc)
             time.sleep(2.0)
     app = configure(args.redis, args.namespace, config.lease_ttl_s, broker_url=args.broker)
-    member = Member(client, config, app, name=args.name).start()
+    member = Member(client, config, app, name=args.name)
+    serve_metrics(args, "scheduler", member.id, args.namespace, member)
+    member.start()
     watcher = CrawlWatcher(member.frontier)
     try:
         with terminate_on_sigterm():

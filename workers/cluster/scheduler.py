@@ -28,6 +28,7 @@ from frontier.frontier import Completion, Frontier, Lease, ip_token
 from frontier.keys import host_name
 from workers.dns.pool import Pending, ResolverPool, worker_resolver
 from workers.fetch.order import FetchOrder
+from workers.runtime import metrics
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +152,9 @@ class Scheduler:
             if reaped:
                 log.warning("re-queued %d expired leases", reaped)
                 sweep = True
+                counted = metrics.active()
+                if counted is not None:
+                    counted.reaped.inc(reaped)
             self._last_reap = now
         return sweep
 
@@ -219,6 +223,9 @@ class Scheduler:
         away too, the leases simply expire and the reaper re-queues them."""
         for lease, _ in unsent:
             self._requeued(lease, now)
+        counted = metrics.active()
+        if counted is not None:
+            counted.count_outcome(Outcome.UNSENT, len(unsent))
         try:
             pipe = self.frontier.pipeline()
             self.frontier.queue_complete(pipe, [
@@ -298,6 +305,11 @@ class Scheduler:
                 granted.append((lease, ip))
         if deferred:
             self.frontier.complete(deferred)
+            counted = metrics.active()
+            if counted is not None:
+                counted.count_outcome(Outcome.DEFERRED, len(deferred))
+                counted.ip_deferred.inc(len(deferred))
+                counted.ip_wait.inc(sum(c.next_allowed for c in deferred) - now * len(deferred))
         return granted
 
     def _send(self, batch: list[list[object]]) -> None:
@@ -307,6 +319,10 @@ class Scheduler:
                            argsrepr=_summary(batch), kwargsrepr="{}")
         self.dispatched += len(batch)
         self.tasks += 1
+        counted = metrics.active()
+        if counted is not None:
+            counted.dispatched.inc(len(batch))
+            counted.tasks.inc()
 
     def run(self, should_stop: Callable[[], bool], idle_sleep_s: float = 0.2,
             owners: Callable[[], Mapping[int, str] | None] = lambda: None) -> None:

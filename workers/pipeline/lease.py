@@ -24,7 +24,7 @@ from frontier.useragent import ROBOTS_TOKEN
 from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.links import add_link, admit_redirect
 from workers.pipeline.parse import Link, parse_html
-from workers.pipeline.result import LeaseResult, PendingDedup, lease_record
+from workers.pipeline.result import FetchFigures, LeaseResult, PendingDedup, lease_record
 from workers.pipeline.services import PipelineServices
 from workers.pipeline.soft404 import Soft404Probe, is_soft404, signature_of
 from workers.pipeline.steps import (
@@ -41,6 +41,9 @@ __all__ = ["LeaseResult", "PendingDedup", "finish_guarded", "finish_lease", "fin
            "plan_guarded", "process_leases", "run_lease"]
 
 log = logging.getLogger(__name__)
+
+#: Fetch errors that mean no request left this process (workers/fetch/result.py).
+NOTHING_SENT = frozenset({"invalid_url", "forbidden_ip"})
 
 
 def run_lease(ctx: PipelineServices, lease: Lease, ip: str | None) -> LeaseResult:
@@ -81,13 +84,17 @@ def finish_lease(ctx: PipelineServices, lease: Lease, step: FetchStep,
         if res.error == "dns" and not res.redirects:
             # The host has no address: no robots.txt answered, nothing to cache for it; the
             # URL fails (after its retries) for that reason, not as blocked by robots.txt.
-            return _fail_or_retry(ctx, lease, step.ip, "dns", res.error_detail or "dns",
-                                  time.time(), res)
-        return robots_fetched(ctx, lease, step, res)
-    if step.kind is FetchKind.PROBE:
-        return probe_fetched(ctx, lease, step, res)
-    result = _page_fetched(ctx, lease, step, res)
-    result.host_writes.extend(step.host_writes)
+            result = _fail_or_retry(ctx, lease, step.ip, "dns", res.error_detail or "dns",
+                                    time.time(), res)
+        else:
+            result = robots_fetched(ctx, lease, step, res)
+    elif step.kind is FetchKind.PROBE:
+        result = probe_fetched(ctx, lease, step, res)
+    else:
+        result = _page_fetched(ctx, lease, step, res)
+        result.host_writes.extend(step.host_writes)
+    if res.error not in NOTHING_SENT:
+        result.fetched = FetchFigures(step.kind.value, len(res.body), res.elapsed_s)
     return result
 
 
@@ -114,8 +121,10 @@ def finish_pending(ctx: PipelineServices, items: Sequence[tuple[Lease, str | Non
         reason = f"internal_error: {type(exc).__name__}: {exc}"[:300]
         for i, _ in waiting:
             lease, ip = items[i]
+            fetched = results[i].fetched
             results[i] = _fail_or_retry(ctx, lease, ip, "internal_error", reason, time.time(),
                                         None)
+            results[i].fetched = fetched
         return
     for (i, p), dup in zip(waiting, dups, strict=True):
         lease, ip = items[i]

@@ -13,6 +13,16 @@ from frontier.frontier import AdmitLink, Completion, Lease
 from frontier.hostcache import HostCacheWrite
 
 
+@dataclass(frozen=True, slots=True)
+class FetchFigures:
+    """What one HTTP fetch cost: which fetch (a ``FetchKind`` value: robots, probe, page), its
+    body bytes and its wall time; counted by the worker's metrics at write-back."""
+
+    kind: str
+    body_bytes: int
+    seconds: float
+
+
 @dataclass
 class LeaseResult:
     """How one leased URL ended: its completion, the links to admit, counters, its record."""
@@ -30,6 +40,9 @@ class LeaseResult:
     #: What this URL taught about its host (robots.txt, soft-404 probe), for Redis: written
     #: in the completion pipeline, before the lease completes.
     host_writes: list[HostCacheWrite] = field(default_factory=list)
+    #: The HTTP fetch this result came from (kind, body bytes, seconds), for the worker's
+    #: metrics (workers/runtime/metrics.py); None when nothing was sent.
+    fetched: FetchFigures | None = None
 
 
 @dataclass

@@ -34,6 +34,7 @@ from typing import Any
 from frontier.frontier import AdmitBatch, AdmitLink, AdmitResult, Entry, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.pipeline.lease import LeaseResult
+from workers.runtime import metrics
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,9 @@ def _after_admission(ctx: Any, admissions: list[tuple[AdmitBatch, list[Any]]],
             for p, t in admitted.woken(answers).items():
                 if t < sent.get(p, math.inf):
                     hints[p] = min(hints.get(p, t), t)
+    counted = metrics.active()
+    if counted is not None and totals.admitted:
+        counted.links_admitted.inc(totals.admitted)
     pipe = frontier.pipeline()
     frontier.queue_due_hints(pipe, hints)
     if ctx.config.max_pages and totals.admitted:

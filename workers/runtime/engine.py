@@ -29,6 +29,7 @@ import redis
 
 from workers.fetch.order import FetchOrder
 from workers.pipeline.lease import LeaseResult, finish_pending
+from workers.runtime import metrics
 from workers.runtime.completion import apply_results
 from workers.runtime.fdlimit import fit_capacity_to_fd_limit
 from workers.runtime.figures import PUBLISH_S, CpuMeter, EngineFigures, publish_figures
@@ -151,9 +152,14 @@ class FetchEngine:
         attempt = 0
         while True:
             try:
+                began = time.monotonic()
                 finish_pending(self.ctx, items, results)
                 apply_results(self.ctx, [(r, ip) for r, (_, ip) in
                                          zip(results, items, strict=True)], [])
+                counted = metrics.active()
+                if counted is not None:
+                    counted.writeback_seconds.observe(time.monotonic() - began)
+                    counted.count_results(results)
                 break
             except (redis.RedisError, OSError) as exc:
                 # Redis is away: keep the pages (their leases are renewed meanwhile) and try
@@ -246,12 +252,17 @@ class FetchEngine:
         self.aborted_lapsed += ended
         return ended
 
-    def figures(self) -> EngineFigures:
+    def occupancy(self) -> tuple[int, int]:
+        """(fetches running or finishing, URLs waiting for a slot)."""
         with self._lock:
             waiting = sum(1 for j in self._jobs.values() if not j.started)
             total = len(self._jobs)
+        return total - waiting, waiting
+
+    def figures(self) -> EngineFigures:
+        in_flight, waiting = self.occupancy()
         return EngineFigures(worker=self.ctx.worker_id, capacity=self.capacity,
-                             in_flight=total - waiting, waiting=waiting,
+                             in_flight=in_flight, waiting=waiting,
                              completed=self.completed, cpu_load=self._cpu.load(),
                              at=time.time())
 
@@ -276,6 +287,11 @@ class FetchEngine:
 
 _engine: FetchEngine | None = None
 _engine_lock = threading.Lock()
+
+
+def current_engine() -> FetchEngine | None:
+    """This process's engine if one was made (read by the metrics at scrape time)."""
+    return _engine
 
 
 def get_engine(ctx: Any, capacity: int | None = None) -> FetchEngine:
