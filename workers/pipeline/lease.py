@@ -19,7 +19,7 @@ from dedup.fingerprint import content_fingerprint
 from dedup.service import DedupResult, record_fields
 from frontier.counters import DUPLICATES, ERRORS, TRUNCATIONS, Outcome
 from frontier.frontier import Completion, Entry, Lease
-from frontier.politeness import host_delay, retry_backoff
+from frontier.politeness import host_delay, retry_after, retry_backoff
 from frontier.useragent import ROBOTS_TOKEN
 from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.links import add_link, admit_redirect
@@ -166,6 +166,8 @@ def _page_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,
         # A body the network cut short is a failed try, not a page: fetched again after
         # the backoff; on the last try it is recorded as it came (``truncated``).
         kind = res.error or f"http_{res.status}"
+        if res.status is not None:  # "come back later": the host waits at least that long
+            delay = max(delay, retry_after(res.header("Retry-After"), end) or 0.0)
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
         return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
