@@ -16,6 +16,7 @@ from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
 from workers.cli.crawl import url_arguments
 from workers.cli.flower import add_flower_arguments, cmd_flower
+from workers.cli.inspect_url import add_inspect_parser, cmd_inspect
 from workers.cli.metrics import add_metrics_arguments, serve_metrics
 from workers.cli.options import settings_from_args
 from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_commands(sub)
     _add_inspection_commands(sub)
     add_revisit_plan_parser(sub)
+    add_inspect_parser(sub)
     return parser
 
 
@@ -366,7 +368,8 @@ def cmd_robots(args: argparse.Namespace) -> int:
 
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "scheduler": cmd_scheduler,
             "seed": cmd_seed, "status": cmd_status, "robots": cmd_robots, "flower": cmd_flower,
-            "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan}
+            "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan,
+            "inspect": cmd_inspect}
 
 
 def main(argv: list[str] | None = None) -> int:
