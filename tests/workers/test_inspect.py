@@ -157,9 +157,12 @@ def test_file_needs_no_network(tmp_path: Path, server: LoopbackServer) -> None:
     assert any(p.name.endswith(".warc.gz") for p in warc.iterdir())
 
 
-def test_bad_url_is_a_clear_error() -> None:
+def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     code, _, err = run("inspect", "ftp://example.com/")
     assert code == 2 and "not a crawlable URL" in err
+    code, _, err = run("inspect", "--file", str(tmp_path / "missing.html"), "--url",
+                       "http://saved.invalid/")
+    assert code == 2 and "cannot read --file" in err
 
 
 def test_subprocess_json(server: LoopbackServer) -> None:

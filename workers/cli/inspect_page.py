@@ -111,6 +111,13 @@ class Inspector:
                 robots_url(url), hop_delay_s=min(self.cfg.host_delay_s, self.cfg.max_delay_s))
             if robots_res.error == "forbidden_ip":
                 return _refused(ins, robots_res, "robots.txt")
+            if robots_res.error == "dns" and not robots_res.redirects:
+                # lease.py: no address, no robots.txt to cache; the URL fails for that reason
+                ins.error, ins.error_detail = robots_res.error, robots_res.error_detail
+                ins.outcome = Outcome.FAILED.value
+                ins.outcome_reason = (f"dns: {robots_res.error_detail or 'no address'} (retried "
+                                      f"up to {self.cfg.max_retries} times, then failed)")
+                return ins
             policy = RobotsPolicy.from_fetch(robots_res)
             allowed = policy.allowed(url, ROBOTS_TOKEN)
             delay = host_delay(self.cfg, policy.crawl_delay(ROBOTS_TOKEN), robots_res.elapsed_s)
@@ -219,13 +226,17 @@ class Inspector:
 
     def _link(self, href: str, tag: str, nofollow: bool, base: str | None = None
               ) -> LinkVerdict:
-        """The crawl's link step (workers/pipeline/links.py ``add_link``), as a verdict."""
+        """The crawl's link step (workers/pipeline/links.py ``add_link``), as a verdict; a
+        nofollow link is set aside before it (lease.py ``_complete_page``)."""
         try:
-            url = self.canonical(href, base)
+            url: str | None = self.canonical(href, base)
         except InvalidURL as exc:
-            return LinkVerdict(href, tag, None, "invalid", exc.reason)
+            if not nofollow:
+                return LinkVerdict(href, tag, None, "invalid", exc.reason)
+            url = None
         if nofollow:
             return LinkVerdict(href, tag, url, "nofollow", "rel=nofollow or robots nofollow")
+        assert url is not None
         reason = self.scope.check(url, host_of(url), 1)
         if reason:
             return LinkVerdict(href, tag, url, "out_of_scope", reason)

@@ -61,9 +61,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     warc = Path(args.warc) if args.warc else None
     if args.file:
         path = Path(args.file)
-        if not path.is_file():
-            raise ConfigError(f"trawl inspect: cannot read --file {path}")
-        ins = inspector.inspect_file(path, url, args.content_type, warc)
+        try:
+            ins = inspector.inspect_file(path, url, args.content_type, warc)
+        except OSError as exc:
+            raise ConfigError(f"trawl inspect: cannot read --file {path}: {exc}") from exc
     else:
         ins = inspector.inspect_network(url, warc)
     if args.json:
