@@ -91,7 +91,9 @@ def print_report(d: dict[str, Any], out: TextIO, max_links: int = 50) -> None:
         delay = r.get("crawl_delay")
         line(f"robots    {verdict} for {r['agent']!r}: {r['url']} -> {r['status']} "
              f"{r['kind']}{note}; crawl-delay={'none' if delay is None else delay}")
-    if d["status"] is not None or d["error"]:
+    if d["status"] is None and d["error"]:
+        line(f"error     {d['error']}: {d['error_detail']}")
+    elif d["status"] is not None:
         line(f"response  {d['http_version']} {d['status']} {d['reason']}  {d['bytes']} bytes "
              f"in {d['elapsed_s']}s from {d['ip']}"
              + (f"  error={d['error']}: {d['error_detail']}" if d["error"] else ""))
@@ -108,7 +110,8 @@ def print_report(d: dict[str, Any], out: TextIO, max_links: int = 50) -> None:
         line(f"page      title={d['title']!r} noindex={m.get('noindex')} "
              f"nofollow={m.get('nofollow')} canonical={m.get('canonical')}"
              + (f" parse_error={m['parse_error']}" if m.get("parse_error") else ""))
-    _links(d["links"], line, max_links)
+    if d["links"] or d["meta"]:
+        _links(d["links"], line, max_links)
     if d["dedup"]:
         line("dedup")
         for name, value in d["dedup"].items():
