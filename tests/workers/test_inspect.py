@@ -31,6 +31,8 @@ ALLOW_LOOPBACK = ["--set", 'allowed_networks=["127.0.0.0/8"]', "--delay", "0.05"
 def _respond(req: Request) -> Reply:
     if req.path == "/robots.txt":
         return Reply(200, ROBOTS, "text/plain")
+    if req.path == "/moved":
+        return Reply(301, b"", "text/html", headers=(("Location", "/page"),))
     if req.path.startswith("/page"):
         return Reply(200, PAGE, "text/html; charset=iso-8859-1",
                      headers=(("X-Test-Header", "hello"),))
@@ -118,6 +120,24 @@ def test_allow_widens_the_scope(server: LoopbackServer) -> None:
                           "--allow", "127.0.0.1", "--allow", "elsewhere.example")
     verdicts = {link["href"]: link["verdict"] for link in report["links"]}
     assert verdicts["http://elsewhere.example/x"] == "admitted"
+
+
+def test_config_file_settings_apply_to_links(server: LoopbackServer, tmp_path: Path) -> None:
+    config = tmp_path / "crawl.json"
+    config.write_text(json.dumps({"deny_url_patterns": ["/next"]}))
+    report = inspect_json(server.origin() + "/page", *ALLOW_LOOPBACK, "--config", str(config))
+    nxt = [link for link in report["links"] if link["href"].endswith("next#top")]
+    assert nxt and nxt[0]["verdict"] == "out_of_scope" and nxt[0]["reason"] == "deny_pattern"
+
+
+def test_redirect_target_is_a_link_with_its_verdict(server: LoopbackServer) -> None:
+    before = len(server.requests)
+    report = inspect_json(server.origin() + "/moved", *ALLOW_LOOPBACK)
+    assert [r.path for r in server.requests[before:]] == ["/robots.txt", "/moved"]  # not followed
+    assert report["status"] == 301 and report["outcome"] == "fetched"
+    assert [(x["url"], x["verdict"]) for x in report["links"]] == [
+        (server.origin() + "/page", "admitted")]
+    assert "redirect to" in report["outcome_reason"]
 
 
 def test_private_address_refused_by_default(server: LoopbackServer) -> None:
