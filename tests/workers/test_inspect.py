@@ -31,6 +31,8 @@ ALLOW_LOOPBACK = ["--set", 'allowed_networks=["127.0.0.0/8"]', "--delay", "0.05"
 def _respond(req: Request) -> Reply:
     if req.path == "/robots.txt":
         return Reply(200, ROBOTS, "text/plain")
+    if req.path == "/busy":
+        return Reply(503, b"busy", "text/plain", headers=(("Retry-After", "120"),))
     if req.path == "/moved":
         return Reply(301, b"", "text/html", headers=(("Location", "/page"),))
     if req.path.startswith("/page"):
@@ -138,6 +140,14 @@ def test_redirect_target_is_a_link_with_its_verdict(server: LoopbackServer) -> N
     assert [(x["url"], x["verdict"]) for x in report["links"]] == [
         (server.origin() + "/page", "admitted")]
     assert "redirect to" in report["outcome_reason"]
+
+
+def test_server_error_would_be_retried(server: LoopbackServer) -> None:
+    report = inspect_json(server.origin() + "/busy", *ALLOW_LOOPBACK)
+    assert report["status"] == 503 and report["outcome"] == "failed"
+    assert "retried up to" in report["outcome_reason"]
+    assert "Retry-After holds the host 120s" in report["outcome_reason"]
+    assert report["links"] == [] and "content_digest" not in report["dedup"]
 
 
 def test_private_address_refused_by_default(server: LoopbackServer) -> None:

@@ -18,7 +18,7 @@ from dedup.minhash import OnePermutationHasher
 from dedup.service import page_features
 from frontier.config import CrawlConfig
 from frontier.counters import Outcome
-from frontier.politeness import host_delay
+from frontier.politeness import host_delay, retry_after
 from frontier.scope import Scope
 from frontier.urls import DEFAULT_MAX_LENGTH, InvalidURL, ParamStripper, canonicalize, host_of
 from frontier.useragent import ROBOTS_TOKEN, user_agent
@@ -171,8 +171,10 @@ class Inspector:
         if (res.status is None or res.status in cfg.retry_http_statuses or res.network_cut):
             kind = res.error or f"http_{res.status}"
             ins.outcome = Outcome.FAILED.value
+            wait = retry_after(res.header("Retry-After"), time.time()) if res.status else None
             ins.outcome_reason = (f"{kind}: {res.error_detail or kind} (retried up to "
-                                  f"{cfg.max_retries} times, then recorded as failed)")
+                                  f"{cfg.max_retries} times, then recorded as failed)"
+                                  + (f"; Retry-After holds the host {wait:g}s" if wait else ""))
             return
         status, cut = res.status or 0, res.cut_reason
         ins.outcome = (Outcome.TRUNCATED.value if cut not in (None, "length")
