@@ -19,6 +19,7 @@ from workers.cli.flower import add_flower_arguments, cmd_flower
 from workers.cli.metrics import add_metrics_arguments, serve_metrics
 from workers.cli.options import settings_from_args
 from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
+from workers.report.cli import add_report_parsers, cmd_export, cmd_report, report_after_crawl
 
 log = logging.getLogger("trawl")
 
@@ -59,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_commands(sub)
     _add_inspection_commands(sub)
     add_revisit_plan_parser(sub)
+    add_report_parsers(sub)
     return parser
 
 
@@ -230,6 +232,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                 embedded.stop()
     print_summary(summary)
     write_summary(args.summary_json or (out / "summary.json"), summary)
+    report_after_crawl(out, summary)
     return 0
 
 
@@ -367,6 +370,7 @@ def cmd_robots(args: argparse.Namespace) -> int:
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "scheduler": cmd_scheduler,
             "seed": cmd_seed, "status": cmd_status, "robots": cmd_robots, "flower": cmd_flower,
             "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan}
+COMMANDS |= {"report": cmd_report, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:
