@@ -154,3 +154,18 @@ def test_torn_line_is_skipped_and_counted(crawled, tmp_path: Path) -> None:
 def test_not_an_output_dir_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert main(["report", str(tmp_path)]) == 2
     assert "no records/*.jsonl" in capsys.readouterr().err
+
+
+def test_crawl_that_fetched_nothing_still_gets_a_report(crawled, tmp_path: Path) -> None:
+    """Only its robots-blocked URLs: no fetch, no wait, no duplicate; every plot still drawn."""
+    out, _ = crawled
+    blocked = [line for f in (out / "records").glob("*.jsonl")
+               for line in f.read_text().splitlines() if '"robots_blocked"' in line]
+    assert blocked
+    (tmp_path / "records").mkdir()
+    (tmp_path / "records" / "w.jsonl").write_text("\n".join(blocked) + "\n")
+    code, printed = run("report", str(tmp_path))
+    text = (tmp_path / "report.html").read_text()
+    assert code == 0 and "report:" in printed
+    assert text.count('src="data:image/png;base64,') == len(SECTIONS)
+    assert "no host fetched twice" in text
