@@ -20,6 +20,7 @@ from workers.cli.inspect_url import add_inspect_parser, cmd_inspect
 from workers.cli.metrics import add_metrics_arguments, serve_metrics
 from workers.cli.options import settings_from_args
 from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
+from workers.report.cli import add_report_parsers, cmd_export, cmd_report, report_after_crawl
 
 log = logging.getLogger("trawl")
 
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inspection_commands(sub)
     add_revisit_plan_parser(sub)
     add_inspect_parser(sub)
+    add_report_parsers(sub)
     return parser
 
 
@@ -232,6 +234,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
                 embedded.stop()
     print_summary(summary)
     write_summary(args.summary_json or (out / "summary.json"), summary)
+    report_after_crawl(out, summary)
     return 0
 
 
@@ -369,7 +372,7 @@ def cmd_robots(args: argparse.Namespace) -> int:
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "scheduler": cmd_scheduler,
             "seed": cmd_seed, "status": cmd_status, "robots": cmd_robots, "flower": cmd_flower,
             "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan,
-            "inspect": cmd_inspect}
+            "inspect": cmd_inspect, "report": cmd_report, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:
