@@ -92,8 +92,9 @@ def test_headers_charset_and_features(page_report: dict[str, Any]) -> None:
     assert headers["x-test-header"] == "hello"
     assert page_report["status"] == 200
     assert page_report["header_charset"] == "cp1252"  # latin-1 read as windows-1252
-    # The charset the crawl's own page step decodes with (it passes the media type only).
-    assert page_report["charset"] == parse_html(PAGE, "http://x/", "text/html").encoding
+    # The charset the crawl's own page step decodes with: the header's (the page has no meta)
+    assert page_report["charset"] == "cp1252"
+    assert parse_html(PAGE, "http://x/", "text/html").encoding != "cp1252"  # the control
     assert page_report["title"] is not None
     dedup = page_report["dedup"]
     assert len(dedup["content_digest"]) > 0 and dedup["tokens"] > 5

@@ -186,8 +186,9 @@ class Inspector:
         if 300 <= status < 400 and res.location:
             self._redirect(ins, res.location)
         elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
-            # As lease.py calls it: the media type only (see the charset note in the report).
-            parsed = parse_html(res.body, res.url, res.content_type, res.header("x-robots-tag"),
+            # As lease.py calls it: the whole Content-Type header, its charset included.
+            parsed = parse_html(res.body, res.url, res.header("content-type") or res.content_type,
+                                res.header("x-robots-tag"),
                                 max_links=cfg.max_links_per_page)
             self._page(ins, parsed, cut)
         elif not ins.outcome_reason:

@@ -230,7 +230,7 @@ def _fetched(
         page.found = 1
         page.extra["redirect_to"] = admit_redirect(ctx, result, entry, res.location)
     elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
-        parsed = parse_html(res.body, entry.url, res.content_type, res.header("x-robots-tag"),
+        parsed = parse_html(res.body, entry.url, _content_type(res), res.header("x-robots-tag"),
                             max_links=ctx.config.max_links_per_page)
         if parsed.error:
             result.counters["parse_errors"] += 1
@@ -310,3 +310,9 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
         reason=res.error_detail if outcome is Outcome.TRUNCATED else None,
         warc=list(page.warc_ref) if page.warc_ref else None, **extra,
     )
+
+
+def _content_type(res: FetchResult) -> str | None:
+    """The whole Content-Type header, so its charset reaches the decoder (``res.content_type``
+    is the bare media type the fetcher matched against the allow list)."""
+    return res.header("content-type") or res.content_type
