@@ -26,7 +26,7 @@ from workers.pipeline.links import add_link, admit_redirect
 from workers.pipeline.parse import Link, parse_html
 from workers.pipeline.result import FetchFigures, LeaseResult, PendingDedup, lease_record
 from workers.pipeline.services import PipelineServices
-from workers.pipeline.sitemaps import admit_sitemap, looks_like_sitemap, parse_sitemap
+from workers.pipeline.sitemaps import is_sitemap, read_sitemap
 from workers.pipeline.soft404 import Soft404Probe, is_soft404, signature_of
 from workers.pipeline.steps import (
     FetchKind,
@@ -229,11 +229,8 @@ def _fetched(
     if 300 <= status < 400 and res.location:
         page.found = 1
         page.extra["redirect_to"] = admit_redirect(ctx, result, entry, res.location)
-    elif 200 <= status < 300 and looks_like_sitemap(res.content_type, res.body,
-                                                    entry.url in named_sitemaps):
-        # workers/pipeline/sitemaps.py: its URLs admitted as links, no near-duplicate check
-        page.extra.update(admit_sitemap(ctx, result, entry,
-                                        parse_sitemap(res.body, res.content_type)))
+    elif 200 <= status < 300 and is_sitemap(res, entry.url in named_sitemaps):
+        page.extra.update(read_sitemap(ctx, result, entry, res))  # not a page: no dedup
     elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
         parsed = parse_html(res.body, entry.url, res.content_type, res.header("x-robots-tag"),
                             max_links=ctx.config.max_links_per_page)

@@ -32,6 +32,7 @@ from lxml import etree
 
 from frontier.records import Entry
 from frontier.urls import host_of
+from workers.fetch import FetchResult
 from workers.pipeline.links import add_link
 from workers.pipeline.result import LeaseResult
 from workers.pipeline.robots import robots_sitemaps
@@ -98,9 +99,10 @@ class _Inflated:
         self.over = bool(data) or not d.eof
 
 
-def looks_like_sitemap(content_type: str | None, body: bytes, named: bool) -> bool:
+def is_sitemap(res: FetchResult, named: bool) -> bool:
     """Worth reading as a sitemap: named in robots.txt (any sitemap type), or XML/gzip whose
     root is ``<urlset>``/``<sitemapindex>`` (an index's children and linked sitemaps)."""
+    content_type, body = res.content_type, res.body
     if content_type not in SITEMAP_TYPES or not body:
         return False
     if named:
@@ -224,6 +226,12 @@ LASTMOD_TTL_S = 30 * 24 * 3600
 
 def lastmod_key(namespace: str, host: str) -> str:
     return f"{namespace}:sitemap-lastmod:{host}"
+
+
+def read_sitemap(ctx: PipelineServices, result: LeaseResult, entry: Entry, res: FetchResult
+                 ) -> dict[str, object]:
+    """A fetched sitemap read (:func:`parse_sitemap`) and its URLs admitted; record fields."""
+    return admit_sitemap(ctx, result, entry, parse_sitemap(res.body, res.content_type))
 
 
 def admit_sitemap(ctx: PipelineServices, result: LeaseResult, entry: Entry, sm: Sitemap
