@@ -64,7 +64,7 @@ def _site(origin: str) -> dict[str, Reply]:
     robots = ("User-agent: *\nDisallow: /private\n\n"
               + "".join(f"Sitemap: {origin}{p}\n" for p in (
                   "/index.xml", "/list.txt", "/bad.xml", "/bomb.xml.gz", "/big.xml",
-                  "/loop/0.xml"))
+                  "/loop/0.xml", "/private/sitemap.xml"))
               + "sitemap: http://out.example/sitemap.xml\n")
     big = _urlset([(f"http://out.example/{i}", None)
                    for i in range(SITEMAP_MAX_URLS + BIG_EXTRA)])
@@ -157,7 +157,10 @@ def test_sitemap_urls_are_crawled_under_scope_and_robots(crawl: dict[str, Any]) 
     assert records[o + "/list.txt"]["sitemap"] == "text"
     assert records[o + "/list.txt"]["sitemap_urls"] == 2
     assert accounted(crawl["stats"]) == crawl["stats"]["admitted"]
-    assert crawl["stats"]["sitemaps_from_robots"] == 6  # out.example's refused by scope
+    assert crawl["stats"]["sitemaps_from_robots"] == 7  # out.example's refused by scope
+    # a sitemap robots.txt disallows: admitted, never requested, recorded
+    assert records[o + "/private/sitemap.xml"]["outcome"] == "robots_blocked"
+    assert requests["/private/sitemap.xml"] == 0
 
 
 def test_lastmod_is_kept_for_the_revisit_work(crawl: dict[str, Any]) -> None:
