@@ -31,7 +31,6 @@ from workers.pipeline.sitemaps import (
     SITEMAP_MAX_BYTES,
     SITEMAP_MAX_NESTING,
     SITEMAP_MAX_URLS,
-    lastmod_key,
     parse_sitemap,
 )
 from workers.runtime import context
@@ -131,7 +130,8 @@ def crawl(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory,
             assert rec["url"] not in records, rec  # one final record per URL
             records[rec["url"]] = rec
     lastmods = {k.decode(): v.decode() for k, v in
-                client.hgetall(lastmod_key(cfg.namespace, host_of(origin + "/"))).items()}
+                client.hgetall(frontier.keys.sitemap_lastmod(
+                    frontier.partition(host_of(origin + "/")), host_of(origin + "/"))).items()}
     yield {"origin": origin, "records": records, "stats": frontier.stats(),
            "requests": Counter(r.path for r in server.requests), "lastmods": lastmods,
            "seconds": time.monotonic() - started}

@@ -220,12 +220,8 @@ def _parse_xml(first: bytes, chunks: Iterable[bytes], source: _Inflated) -> Site
 
 
 #: lastmod of each listed URL, for the revisit work: a Redis hash per host
-#: (``<namespace>:sitemap-lastmod:<host>``, URL -> lastmod) kept this long after its last write.
+#: (``Keys.sitemap_lastmod``, URL -> lastmod) kept this long after its last write.
 LASTMOD_TTL_S = 30 * 24 * 3600
-
-
-def lastmod_key(namespace: str, host: str) -> str:
-    return f"{namespace}:sitemap-lastmod:{host}"
 
 
 def read_sitemap(ctx: PipelineServices, result: LeaseResult, entry: Entry, res: FetchResult
@@ -281,13 +277,14 @@ def admit_sitemap(ctx: PipelineServices, result: LeaseResult, entry: Entry, sm: 
 
 
 def _store_lastmods(ctx: PipelineServices, lastmods: dict[str, dict[str, str]]) -> None:
+    # the frontier the host verdicts read through: the pipeline's one handle on Redis
     frontier = getattr(ctx.hosts, "_frontier", None)
     if frontier is None:
         return
     try:
         pipe = frontier.r.pipeline(transaction=False)
         for host, mods in lastmods.items():
-            key = lastmod_key(ctx.config.namespace, host)
+            key = frontier.keys.sitemap_lastmod(frontier.partition(host), host)
             pipe.hset(key, mapping=mods)
             pipe.expire(key, LASTMOD_TTL_S)
         pipe.execute()
