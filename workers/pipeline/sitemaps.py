@@ -35,7 +35,7 @@ from frontier.urls import host_of
 from workers.fetch import FetchResult
 from workers.pipeline.links import add_link
 from workers.pipeline.result import LeaseResult
-from workers.pipeline.robots import robots_sitemaps
+from workers.pipeline.robots import RobotsPolicy, robots_sitemaps
 from workers.pipeline.services import PipelineServices
 
 log = logging.getLogger(__name__)
@@ -99,13 +99,14 @@ class _Inflated:
         self.over = bool(data) or not d.eof
 
 
-def is_sitemap(res: FetchResult, named: bool) -> bool:
-    """Worth reading as a sitemap: named in robots.txt (any sitemap type), or XML/gzip whose
-    root is ``<urlset>``/``<sitemapindex>`` (an index's children and linked sitemaps)."""
+def is_sitemap(res: FetchResult, url: str, robots: RobotsPolicy | None) -> bool:
+    """Worth reading as a sitemap: named in its host's robots.txt (any sitemap type), or
+    XML/gzip whose root is ``<urlset>``/``<sitemapindex>`` (an index's children, sitemaps
+    linked from pages). An HTML page costs one set lookup."""
     content_type, body = res.content_type, res.body
     if content_type not in SITEMAP_TYPES or not body:
         return False
-    if named:
+    if robots is not None and url in robots.sitemaps():
         return True
     if content_type == "text/plain":
         return False
