@@ -75,6 +75,7 @@ class Keys:
           epoch    STRING last fencing token handed out (claim)
           rb:<host> STRING serialized robots.txt policy, with a TTL
           sp:<host> STRING the host's soft-404 probe (workers/pipeline/soft404.py), with a TTL
+          lm:<host> HASH url -> its sitemap lastmod (workers/pipeline/sitemaps.py), with a TTL
           bfprobe:<uuid> a process's short-lived probe for RedisBloom (frontier/redisbloom.py)
         """
         return f"{self.ns}:{{{partition}}}:"
@@ -103,6 +104,9 @@ class Keys:
 
     def soft404(self, partition: int, host: str) -> str:
         return self.prefix(partition) + "sp:" + host
+
+    def sitemap_lastmod(self, partition: int, host: str) -> str:
+        return self.prefix(partition) + "lm:" + host
 
     def bloom(self, partition: int) -> str:
         """Prefix of the Lua Bloom filter's layer bitmaps (append the layer number)."""

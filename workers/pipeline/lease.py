@@ -25,7 +25,9 @@ from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.links import add_link, admit_redirect
 from workers.pipeline.parse import Link, parse_html
 from workers.pipeline.result import FetchFigures, LeaseResult, PendingDedup, lease_record
+from workers.pipeline.robots import RobotsPolicy
 from workers.pipeline.services import PipelineServices
+from workers.pipeline.sitemaps import is_sitemap, read_sitemap
 from workers.pipeline.soft404 import Soft404Probe, is_soft404, signature_of
 from workers.pipeline.steps import (
     FetchKind,
@@ -171,7 +173,8 @@ def _page_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,
         if ctx.warc and res.status is not None:
             ctx.warc.write(res)
         return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
-    return _fetched(ctx, lease, res, end + delay, step.probe)
+    return _fetched(ctx, lease, res, end + delay, step.probe,
+                    robots=step.policy)
 
 
 def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: str, reason: str,
@@ -204,7 +207,7 @@ def _count_cut(counters: Counter[str], res: FetchResult) -> None:
 
 def _fetched(
     ctx: PipelineServices, lease: Lease, res: FetchResult, next_allowed: float,
-    probe: Soft404Probe | None = None,
+    probe: Soft404Probe | None = None, robots: RobotsPolicy | None = None,
 ) -> LeaseResult:
     """A response that ends the URL: stored, parsed, its links taken, and a whole HTML body
     given to the near-duplicate check (a body cut short, even by our own cap, is not the
@@ -229,6 +232,8 @@ def _fetched(
     if 300 <= status < 400 and res.location:
         page.found = 1
         page.extra["redirect_to"] = admit_redirect(ctx, result, entry, res.location)
+    elif 200 <= status < 300 and is_sitemap(res, entry.url, robots):
+        page.extra.update(read_sitemap(ctx, result, entry, res))  # not a page: no dedup
     elif 200 <= status < 300 and res.content_type in HTML_TYPES and res.body:
         parsed = parse_html(res.body, entry.url, _content_type(res), res.header("x-robots-tag"),
                             max_links=ctx.config.max_links_per_page)

@@ -23,6 +23,7 @@ restored from Redis with :meth:`RobotsPolicy.from_bytes` re-parses only on a cac
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -33,6 +34,7 @@ from typing import IO, Any
 import xxhash
 
 from frontier.config import CrawlConfig
+from frontier.urls import InvalidURL, canonicalize
 from frontier.useragent import ROBOTS_TOKEN, user_agent
 from workers.fetch.result import (
     ROBOTS_FETCH_BYTES,
@@ -72,6 +74,31 @@ def _parse_cached(text: str) -> RobotsRules:
         if len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return rp
+
+
+def robots_sitemaps(text: str) -> list[str]:
+    """The URLs of the ``Sitemap:`` lines of a robots.txt (they stand outside the groups;
+    the key in any case, RFC 9309 §2.2.4)."""
+    out = []
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() == "sitemap":
+            value = value.split("#", 1)[0].strip()
+            if value:
+                out.append(value)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _sitemaps_cached(text: str) -> frozenset[str]:
+    """Canonical URLs of the Sitemap: lines, as leased entries spell them."""
+    out = set()
+    for url in robots_sitemaps(text):
+        try:
+            out.add(canonicalize(url))
+        except InvalidURL:
+            continue
+    return frozenset(out)
 
 
 def _truncate(body: bytes) -> tuple[bytes, bool]:
@@ -152,6 +179,10 @@ class RobotsPolicy:
             return bool(self._rp.allowed(url, agent))
         except Exception:  # a URL the matcher chokes on: don't fetch what we can't check
             return False
+
+    def sitemaps(self) -> frozenset[str]:
+        """The URLs of its ``Sitemap:`` lines (read as sitemaps when fetched)."""
+        return _sitemaps_cached(self.text) if self.text else frozenset()
 
     def crawl_delay(self, agent: str = ROBOTS_TOKEN) -> float | None:
         if self.kind != "parsed":

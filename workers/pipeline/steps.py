@@ -25,6 +25,7 @@ from workers.fetch import FetchResult
 from workers.pipeline.result import LeaseResult, lease_record
 from workers.pipeline.robots import RobotsPolicy, ttl_for
 from workers.pipeline.services import PipelineServices
+from workers.pipeline.sitemaps import admit_robots_sitemaps
 from workers.pipeline.soft404 import Soft404Probe, probe_of, probe_url
 
 log = logging.getLogger(__name__)
@@ -136,6 +137,8 @@ def robots_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,
     result = LeaseResult(Completion(lease, end + delay, Outcome.ROBOTS_FETCH, requeue=lease.entry,
                                     at_head=True), host_writes=[write])
     result.counters[ROBOTS_POLICIES.name(policy.kind)] += 1
+    if policy.text:  # its Sitemap: lines are seeds (workers/pipeline/sitemaps.py)
+        admit_robots_sitemaps(ctx, result, policy.text)
     if policy.reason and policy.kind in ("unparseable", "unavailable"):
         log.info("robots.txt of %s: %s (%s)", lease.host, policy.kind, policy.reason)
     return result
