@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,12 +32,9 @@ from frontier.frontier import Frontier
 from frontier.redisserver import EmbeddedRedis
 from frontier.scope import REASONS
 from sandbox import SandboxConfig, SandboxWeb
-from workers.app.celery_app import configure
+from tests.inprocess import crawl_until_done
 from workers.cli.crawl import init_crawl, summarize
-from workers.pipeline.lease import process_leases
 from workers.pipeline.robots import KINDS
-from workers.runtime import context
-from workers.runtime.completion import apply_results
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("workers", "frontier", "dedup")
@@ -201,20 +197,7 @@ def crawled(tmp_path_factory: pytest.TempPathFactory, redis_server: EmbeddedRedi
                           connect_timeout_s=1.0, read_timeout_s=1.0, total_timeout_s=1.5,
                           output_dir=str(tmp / "out")).validate()
         frontier = init_crawl(redis.Redis.from_url(redis_server.url), cfg, web.seeds)
-        configure(redis_server.url, cfg.namespace)
-        context.close_context()
-        ctx = context.get_context(redis_server.url, cfg.namespace)
-        try:
-            deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:
-                leases, _ = frontier.acquire(8, now=time.time() + 3600)
-                st = frontier.stats()
-                if not leases and st["queued"] == 0 and st["inflight"] == 0:
-                    break
-                results = process_leases(ctx, [(le, None) for le in leases])
-                apply_results(ctx, [(r, None) for r in results], [])
-        finally:
-            context.close_context()
+        crawl_until_done(redis_server.url, frontier, timeout_s=120, skip_delays=True)
         yield frontier
 
 

@@ -5,19 +5,14 @@ once got lost with the rest of the header, and the page was read as UTF-8."""
 
 from __future__ import annotations
 
-import time
-
 import redis
 
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
+from tests.inprocess import crawl_until_done
 from tests.loopback import HTTPServerFactory, Reply, Request
-from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
-from workers.pipeline.lease import process_leases
 from workers.pipeline.parse import parse_html
-from workers.runtime import context
-from workers.runtime.completion import apply_results
 
 PAGE = '<html><body><a href="/caf\u00e9">coffee</a></body></html>'.encode("iso-8859-1")
 
@@ -36,20 +31,9 @@ def test_the_header_charset_decodes_the_page(redis_server: EmbeddedRedis, tmp_pa
                       static_hosts={"latin.test": "127.0.0.1"}).validate()
     client = redis.Redis.from_url(redis_server.url)
     frontier = init_crawl(client, cfg, [f"http://latin.test:{server.port}/"], fresh=True)
-    configure(redis_server.url, cfg.namespace)
-    context.close_context()
-    ctx = context.get_context(redis_server.url, cfg.namespace)
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            leases, _ = frontier.acquire(8)
-            st = frontier.stats()
-            if not leases and st["queued"] == 0 and st["inflight"] == 0:
-                break
-            results = process_leases(ctx, [(le, None) for le in leases])
-            apply_results(ctx, [(r, None) for r in results], [])
+        crawl_until_done(redis_server.url, frontier, timeout_s=20)
     finally:
-        context.close_context()
         client.close()
     assert "/caf%C3%A9" in [r.target for r in server.requests]
     # the control: read as UTF-8 (the media type alone), the link is another URL

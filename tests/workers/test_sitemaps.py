@@ -22,19 +22,16 @@ from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from frontier.counters import accounted
 from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
+from tests.inprocess import crawl_until_done
 from tests.loopback import HTTPServerFactory, Reply, Request
-from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
 from workers.pipeline import sitemaps
-from workers.pipeline.lease import process_leases
 from workers.pipeline.sitemaps import (
     SITEMAP_MAX_BYTES,
     SITEMAP_MAX_NESTING,
     SITEMAP_MAX_URLS,
     parse_sitemap,
 )
-from workers.runtime import context
-from workers.runtime.completion import apply_results
 
 HOST = "site.test"
 NS = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
@@ -109,20 +106,8 @@ def crawl(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory,
                       allowed_domains=[HOST], static_hosts={HOST: "127.0.0.1"}).validate()
     client = redis.Redis.from_url(redis_server.url)
     frontier = init_crawl(client, cfg, [f"{origin}/b"], fresh=True)
-    configure(redis_server.url, cfg.namespace)
-    context.close_context()
-    ctx = context.get_context(redis_server.url, cfg.namespace)
     started = time.monotonic()
-    try:
-        while time.monotonic() < started + 60:
-            leases, _ = frontier.acquire(8, now=time.time() + 3600)
-            st = frontier.stats()
-            if not leases and st["queued"] == 0 and st["inflight"] == 0:
-                break
-            results = process_leases(ctx, [(le, None) for le in leases])
-            apply_results(ctx, [(r, None) for r in results], [])
-    finally:
-        context.close_context()
+    crawl_until_done(redis_server.url, frontier, timeout_s=60, skip_delays=True)
     records = {}
     for path in (tmp_path / "records").glob("*.jsonl"):
         for line in path.read_text().splitlines():

@@ -18,7 +18,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import zlib
@@ -33,14 +32,11 @@ from warcio.archiveiterator import ArchiveIterator
 
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
+from tests.inprocess import crawl_until_done
 from tests.loopback import HTTPServerFactory, Reply, Request
 from tests.pywb_env import pywb_tool, wayback
 from tests.warc_index import check_line
-from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
-from workers.pipeline.lease import process_leases
-from workers.runtime import context
-from workers.runtime.completion import apply_results
 from workers.storage.cdxj import OPEN_SUFFIX
 
 HOST = "site.test"
@@ -95,20 +91,9 @@ def run_crawl(redis_url: str, out: Path, site: str, port: int, version: str) -> 
                       warc_max_bytes=4_000).validate()
     client = redis.Redis.from_url(redis_url)
     frontier = init_crawl(client, cfg, [f"{site}/"], fresh=True)
-    configure(redis_url, cfg.namespace)
-    context.close_context()
-    ctx = context.get_context(redis_url, cfg.namespace)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            leases, _ = frontier.acquire(8)
-            st = frontier.stats()
-            if not leases and st["queued"] == 0 and st["inflight"] == 0:
-                break
-            results = process_leases(ctx, [(le, None) for le in leases])
-            apply_results(ctx, [(r, None) for r in results], [])
+        crawl_until_done(redis_url, frontier, timeout_s=60)
     finally:
-        context.close_context()
         client.close()
     warc_dir = out / "warc"
     return Crawl(version, ns, site, sorted(warc_dir.glob("*.warc.gz")),
