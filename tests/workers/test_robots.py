@@ -209,7 +209,8 @@ def server(http_server: HTTPServerFactory) -> str:
 def test_cli_on_url(server: str) -> None:
     def run(path: str, url: str) -> dict:
         out = io.StringIO()
-        assert robots_command(server + path, [url], "trawl", True, out=out) == 0
+        assert robots_command(server + path, [url], "trawl", True, out=out,
+                              allow_private=True) == 0
         return json.loads(out.getvalue())
 
     assert run("/robots.txt", server + "/private/x") == {
@@ -220,5 +221,20 @@ def test_cli_on_url(server: str) -> None:
     assert run("/loop", server + "/public")["allowed"] is True  # > 5 redirects: RFC "unavailable"
     # nothing listening: unreachable, disallow all
     assert robots_command("http://127.0.0.1:9/robots.txt", ["http://127.0.0.1:9/"], "trawl",
-                          True, out=(out := io.StringIO())) == 0
+                          True, out=(out := io.StringIO()), allow_private=True) == 0
     assert json.loads(out.getvalue())["allowed"] is False
+
+
+def test_cli_refuses_a_loopback_robots_txt_unless_allowed(server: str) -> None:
+    """The crawl's address policy: without --allow-private the loopback server is never asked
+    (its robots.txt would allow /public), and the reason names the way out."""
+    out = io.StringIO()
+    assert robots_command(server + "/robots.txt", [server + "/public"], "trawl", False,
+                          out=out) == 0
+    text = out.getvalue()
+    assert "address refused" in text and "--allow-private" in text
+    assert "disallowed " + server + "/public" in text
+    out = io.StringIO()
+    assert robots_command(server + "/robots.txt", [server + "/public"], "trawl", False,
+                          out=out, allow_private=True) == 0
+    assert "allowed    " + server + "/public" in out.getvalue()

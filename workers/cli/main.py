@@ -138,6 +138,8 @@ def _add_inspection_commands(sub: Any) -> None:
     robots.add_argument("urls", nargs="+")
     robots.add_argument("--agent", default="trawl")
     robots.add_argument("--json", action="store_true")
+    robots.add_argument("--allow-private", action="store_true",
+                        help="fetch a robots.txt on a private, loopback or link-local address")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -366,7 +368,8 @@ def cmd_dedup_report(args: argparse.Namespace) -> int:
 def cmd_robots(args: argparse.Namespace) -> int:
     from workers.pipeline.robots import robots_command
 
-    return robots_command(args.source, args.urls, args.agent, args.json, out=sys.stdout)
+    return robots_command(args.source, args.urls, args.agent, args.json, out=sys.stdout,
+                          allow_private=args.allow_private)
 
 
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "scheduler": cmd_scheduler,

@@ -28,6 +28,7 @@ import json
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -39,7 +40,6 @@ from frontier.useragent import ROBOTS_TOKEN, user_agent
 from workers.fetch.result import (
     ROBOTS_FETCH_BYTES,
     ROBOTS_MAX_BYTES,
-    ROBOTS_MAX_REDIRECTS,
     FetchResult,
 )
 from workers.pipeline.robots_rules import RobotsRules, parse_rules
@@ -219,34 +219,32 @@ def ttl_for(policy: RobotsPolicy, ok_ttl_s: float = CrawlConfig.robots_ttl_s,
     return error_ttl_s if policy.kind == "unavailable" else ok_ttl_s
 
 
-def fetch_policy(url: str, timeout_s: float = 10.0,
-                 max_redirects: int = ROBOTS_MAX_REDIRECTS) -> RobotsPolicy:
-    """Fetch robots.txt over HTTP(S) and apply the status rules."""
-    import requests  # only the CLI and tests fetch directly; workers use their fetcher
+def fetch_policy(url: str, timeout_s: float = 10.0, allow_private: bool = False,
+                 allowed_networks: Sequence[str] = ()) -> RobotsPolicy:
+    """Fetch robots.txt the way a worker does (the crawl's fetcher: its address policy, the
+    body cap, RFC 9309's five redirects) and apply the status rules, so ``trawl robots URL``
+    shows the decision the crawl would make. A private, loopback or link-local address is
+    refused unless ``allow_private`` or ``allowed_networks`` let it through."""
+    from workers.dns.resolver import CachingResolver
+    from workers.fetch import Fetcher
 
-    session = requests.Session()
-    session.max_redirects = max_redirects
+    resolver = CachingResolver(allow_private=allow_private, allowed_networks=allowed_networks)
+    fetcher = Fetcher(resolver, user_agent(), connect_timeout_s=timeout_s,
+                      read_timeout_s=timeout_s, total_timeout_s=timeout_s,
+                      allow_private=allow_private, allowed_networks=allowed_networks)
     try:
-        with session.get(url, timeout=timeout_s, stream=True,
-                         headers={"User-Agent": user_agent()}) as resp:
-            body = bytearray()
-            if 200 <= resp.status_code < 300:
-                for chunk in resp.iter_content(65536):
-                    body += chunk
-                    if len(body) >= ROBOTS_FETCH_BYTES:
-                        break
-            return RobotsPolicy.from_response(resp.status_code, bytes(body), None)
-    except requests.TooManyRedirects as exc:
-        return RobotsPolicy.from_response(310, None, str(exc))
-    except requests.RequestException as exc:
-        return RobotsPolicy.from_response(None, None, f"{type(exc).__name__}: {exc}")
+        res = fetcher.fetch_robots(url)
     finally:
-        session.close()
+        fetcher.close()
+    if res.error == "forbidden_ip":
+        return RobotsPolicy("unavailable", reason=f"address refused: {res.error_detail or url} "
+                            "(private, loopback or link-local: --allow-private to fetch it)")
+    return RobotsPolicy.from_fetch(res)
 
 
 def robots_command(
     source: str, urls: list[str], agent: str = ROBOTS_TOKEN, as_json: bool = False,
-    out: IO[str] = sys.stdout,
+    out: IO[str] = sys.stdout, allow_private: bool = False,
 ) -> int:
     """``trawl robots SOURCE URL...``: SOURCE is a robots.txt file or an http(s) URL.
 
@@ -254,7 +252,7 @@ def robots_command(
     ``as_json`` one JSON object per line. Returns the exit code (2 if SOURCE is unreadable).
     """
     if source.startswith(("http://", "https://")):
-        policy = fetch_policy(source)
+        policy = fetch_policy(source, allow_private=allow_private)
     else:
         try:
             with open(source, "rb") as fh:
