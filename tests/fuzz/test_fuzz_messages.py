@@ -18,9 +18,11 @@ from tests.fuzz.strategies import FUZZ, JSON, RNG
 from workers.fetch.order import FetchOrder
 
 LEASES = st.builds(
-    Lease, partition=st.integers(0, 2**31), lease_id=st.text(max_size=20),
-    host=st.text(max_size=30),
-    entry=st.builds(Entry, url=st.text(max_size=50), depth=st.integers(0, 1000),
+    Lease, partition=st.integers(0, 2**31), lease_id=st.text(min_size=1, max_size=20),
+    host=st.text(min_size=1, max_size=30),
+    # what a lease holds: an http(s) URL (the decoder refuses anything else)
+    entry=st.builds(Entry, url=st.builds(str.__add__, st.sampled_from(("http://", "https://")),
+                                         st.text(max_size=50)), depth=st.integers(0, 1000),
                     attempts=st.integers(0, 50), hops=st.integers(0, 20)),
     score=st.floats(allow_nan=False, allow_infinity=False))
 ORDERS = st.builds(FetchOrder, lease=LEASES,

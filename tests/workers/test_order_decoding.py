@@ -18,6 +18,10 @@ from workers.fetch.order import BadMessage, FetchOrder, decode_batch
     ["u", 0, "L1", "h", "0 http://h/", None, float("nan")],  # NaN score: no ZADD takes it
     ["u", -1, "L1", "h", "0 http://h/"],                # no partition -1
     ["u", 0, "L1", "h", "-3 http://h/"],                # no depth -3
+    ["u", 0, "L1", "h", "0 "],                          # empty URL
+    ["u", 0, "L1", "h", "0 ftp://h/"],                  # not a URL the crawl fetches
+    ["u", 0, "L1", "", "0 http://h/"],                  # no host
+    ["u", 0, "", "h", "0 http://h/"],                   # no lease id
 ])
 def test_overflowing_and_out_of_range_orders_are_rejected(msg: list[Any]) -> None:
     with pytest.raises(BadMessage):

@@ -50,6 +50,9 @@ class FetchOrder:
         if ip is not None and not isinstance(ip, str):
             raise BadMessage(f"bad IP in fetch order: {msg!r}"[:300])
         entry = lease.entry
+        if not (lease.host and lease.lease_id and entry.url.startswith(("http://", "https://"))):
+            # an empty host or lease id names no lease; an empty or schemeless URL is no fetch
+            raise BadMessage(f"fetch order without a URL, host or lease: {msg!r}"[:300])
         # NaN would reach the completion script as a score (no ZADD takes it); negative
         # numbers name no lease.
         if not math.isfinite(score) or min(lease.partition, entry.depth, entry.attempts,
