@@ -68,7 +68,10 @@ class Duplicates:
         rng.shuffle(quiet)
         #: mirror host → source host (both allow-all; the mirror's own pages are replaced).
         self.mirrors: dict[str, str] = {}
-        while len(self.mirrors) < N_MIRRORS and len(quiet) >= 2:
+        # a mirror pair only while two free hosts stay homes for the families (a tiny web
+        # has few allow-all hosts; it gets fewer mirrors, not a crash)
+        while (len(self.mirrors) < N_MIRRORS and len(quiet) >= 2
+               and len(free) - 2 * (len(self.mirrors) + 1) >= 2):
             self.mirrors[quiet.pop()] = quiet.pop()
         for mirror, source in self.mirrors.items():
             # same scheme as the source: its pages are copied with the host name swapped
@@ -79,6 +82,9 @@ class Duplicates:
             layout.paths[mirror] = list(layout.paths[source])
             layout.page_of[mirror] = dict(layout.page_of[source])
         homes = [h for h in free if h not in self.mirrors and h not in self.mirrors.values()]
+        if not homes:
+            raise ValueError(f"duplicates=True needs an allow-all host that is not a seed; "
+                             f"this web of {len(layout.hosts)} hosts has none: use more hosts")
         n_families = max(12, len(layout.hosts) // 4)
         self._pages: dict[tuple[str, str], _Page] = {}
         self._families: list[list[_Page]] = []

@@ -126,3 +126,14 @@ def test_near_duplicates_submitted_at_once_yield_one_canonical_per_cluster(
         uniques = [u for u in members if kind[u] == "unique"]
         assert len(uniques) == 1, uniques
     assert sum(k == "unique" for k in kind.values()) == len(clusters)
+
+
+def test_a_tiny_web_gets_its_families_or_a_clear_error() -> None:
+    """The smallest webs: families on the few free hosts (no mirrors), or a ValueError that
+    says why, not an IndexError from an empty host list."""
+    site = SandboxSite(SandboxConfig(seed=1, hosts=13, pages_per_host=10, ips=4,
+                                     duplicates=True), 8080)
+    assert site.dups is not None and site.dups.pairs() and not site.dups.mirrors
+    with pytest.raises(ValueError, match="needs an allow-all host"):
+        SandboxSite(SandboxConfig(seed=1, hosts=12, pages_per_host=10, ips=4, duplicates=True),
+                    8080)
