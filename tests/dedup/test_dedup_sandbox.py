@@ -133,7 +133,7 @@ def test_a_tiny_web_gets_its_families_or_a_clear_error() -> None:
     says why, not an IndexError from an empty host list."""
     site = SandboxSite(SandboxConfig(seed=1, hosts=13, pages_per_host=10, ips=4,
                                      duplicates=True), 8080)
-    assert site.dups is not None and site.dups.pairs() and not site.dups.mirrors
+    assert site.dups is not None and site.dups.pairs and not site.dups.mirrors
     with pytest.raises(ValueError, match="needs an allow-all host"):
         SandboxSite(SandboxConfig(seed=1, hosts=12, pages_per_host=10, ips=4, duplicates=True),
                     8080)
