@@ -489,8 +489,9 @@ class Bench:
         res["processes"] = self.procs
         summary = out / "summary.json"
         res["trawl_summary"] = json.loads(summary.read_text()) if summary.exists() else None
-        res["warc_bytes"] = sum(p.stat().st_size for p in (out / "warc").glob("*")) \
-            if (out / "warc").exists() else 0
+        # the WARC files only: the CDXJ index beside each one is not archive bytes
+        res["warc_bytes"] = sum(p.stat().st_size for p in (out / "warc").glob("*.warc*"))
+        res["cdxj_bytes"] = sum(p.stat().st_size for p in (out / "warc").glob("*.cdxj"))
         return res
 
 
