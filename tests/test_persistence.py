@@ -35,7 +35,7 @@ def test_redis_killed_and_restarted_with_aof_loses_nothing(tmp_path: Path,
         client = redis.Redis.from_url(server.url)
         config = drill_config(web, "aof", tmp_path / "out")
         frontier = init_crawl(client, config, list(web.seeds))
-        pool = WorkerPool(server.url, "aof", 2, 4, tmp_path / "logs").start()
+        pool = WorkerPool(server.url, "aof", 2, 16, tmp_path / "logs").start()
         try:
             d = Drill(web, frontier, pool, tmp_path / "out")
             deadline = time.monotonic() + 60
@@ -66,7 +66,7 @@ def test_whole_crawl_stop_and_resume(tmp_path: Path, redis_server: EmbeddedRedis
     with webs.running(WEB) as web:
         common = [
             "--redis", redis_server.url, "--namespace", "resume1", "--workers", "2",
-            "--concurrency", "4", "--output", str(tmp_path / "out"), "--no-progress",
+            "--concurrency", "16", "--output", str(tmp_path / "out"), "--no-progress",
             "--set", "lease_ttl_s=10", "--set", "partition_ttl_s=3",
             "--set", "total_timeout_s=2", "--set", "allow_private_ips=true",
         ]
