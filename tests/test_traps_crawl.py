@@ -83,12 +83,12 @@ def run_crawl(web: SandboxWeb, redis_url: str, out: Path, ns: str, timeout_s: fl
         "allowed_domains": [web.config.domain, *site.trap_domains().values()],
         "connect_timeout_s": 1.0, "read_timeout_s": 1.5, "total_timeout_s": 2.0,
         "retry_backoff_s": 0.2, "output_dir": str(out / ns), "max_inflight": 64,
-        "task_batch": 8,  # 64 in flight over 16 threads: tasks of 8 keep every thread busy
+        "task_batch": 8,  # 64 leases out for 2 x 24 fetches in flight: tasks of 8 keep all busy
         "store_warc": False, **settings}).validate()
     client = client_from_url(redis_url)
     frontier: Frontier = init_crawl(client, cfg, seeds or web.seeds, fresh=True)
     before = len(web.read_log())
-    pool = WorkerPool(redis_url, ns, 2, 8, out / ns / "logs").start()
+    pool = WorkerPool(redis_url, ns, 2, 24, out / ns / "logs").start()
     watcher = CrawlWatcher(frontier)
     deadline = time.monotonic() + timeout_s
     try:
