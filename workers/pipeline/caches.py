@@ -98,6 +98,11 @@ class HostVerdicts:
             HostCacheKind.SOFT404, Soft404Probe.from_json,
             lambda probe: probe.to_json().encode(), "soft-404 probe", local_ttl_s)
 
+    @property
+    def frontier(self) -> Frontier:
+        """The frontier the verdicts are read through (also where a sitemap's lastmod goes)."""
+        return self._frontier
+
     def get(self, host: str, with_soft404: bool = True) -> HostState:
         robots = self.robots.local(host)
         probe = self.soft404.local(host) if with_soft404 else None

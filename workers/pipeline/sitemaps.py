@@ -278,10 +278,7 @@ def admit_sitemap(ctx: PipelineServices, result: LeaseResult, entry: Entry, sm: 
 
 
 def _store_lastmods(ctx: PipelineServices, lastmods: dict[str, dict[str, str]]) -> None:
-    # the frontier the host verdicts read through: the pipeline's one handle on Redis
-    frontier = getattr(ctx.hosts, "_frontier", None)
-    if frontier is None:
-        return
+    frontier = ctx.hosts.frontier  # the pipeline's one handle on Redis
     try:
         pipe = frontier.r.pipeline(transaction=False)
         for host, mods in lastmods.items():
