@@ -29,6 +29,11 @@ gives it:
 3. the crawl-job file, `trawl crawl --config crawl.toml` (example: `examples/crawl.toml`);
 4. the default below.
 
+A table (`static_hosts`, `dedup_settings`) given in several places is merged key by key, the
+higher place winning for a key given twice; any other value is replaced whole. `trawl inspect`
+takes its settings the same way; `trawl demo` has no job file, and its sandbox preset sits
+between the environment and the defaults.
+
 `trawl config show [--config FILE] [--set NAME=VALUE]` prints the effective value of each
 setting with where it came from (`--json` for scripts). The crawl's settings are stored in Redis
 when it starts: workers that join later (`trawl worker`) run with them, whatever their own
