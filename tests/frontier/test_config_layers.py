@@ -249,3 +249,19 @@ def test_settings_doc_is_current() -> None:
     assert doc.read_text() == expected, (
         f"docs/settings.md is stale (a setting was added or its comment changed in "
         f"frontier/config.py): regenerate it with `{REGENERATE}`")
+
+
+def test_seeds_from_the_file_its_seeds_file_or_the_command_line(tmp_path: Path) -> None:
+    from workers.cli.options import job_seeds
+
+    (tmp_path / "seeds.txt").write_text("https://b.org/x\n# a comment\n\nhttps://c.org/\n")
+    effective = load(tmp_path, '[crawl]\nseeds = ["https://a.org/"]\nseeds_file = "seeds.txt"\n')
+    assert job_seeds(effective, []) == ["https://a.org/", "https://b.org/x", "https://c.org/"]
+    assert effective.config.allowed_domains == ["a.org", "b.org", "c.org"]  # the seeds' hosts
+    assert effective.seeds_origin == f"{tmp_path / 'crawl.toml'}:3"
+    effective = load(tmp_path, 'seeds = ["https://a.org/"]\n', allow=["z.org"])
+    assert job_seeds(effective, ["https://d.org/"]) == ["https://d.org/"]  # command line wins
+    assert effective.config.allowed_domains == ["z.org"]
+    effective = load(tmp_path, 'seeds = ["ftp://a.org/"]\n')
+    with pytest.raises(ConfigError, match=r"ftp://a.org/.*crawl.toml:1"):
+        job_seeds(effective, [])
