@@ -37,7 +37,7 @@ from pydantic_settings.exceptions import SettingsError
 
 from frontier.config import CrawlConfig
 from frontier.config_checks import ConfigError
-from frontier.config_meta import default_of, settings_info, toml_value
+from frontier.config_meta import default_of, settings_info, value_text
 from frontier.jobfile import read_job_file
 
 log = logging.getLogger(__name__)
@@ -119,9 +119,11 @@ def load_settings(flags: Layer | None = None, job_file: str | Path | None = None
     for name, where in origins.items():  # e.g. fetch_lease_s, from total_timeout_s
         if where == "default" and getattr(config, name) != default_of(name):
             origins[name] = "derived"
-    return Effective(config, origins, job.seeds if job else None,
-                     job.where("seeds_file" if "seeds_file" in job.lines else "seeds")
-                     if job and job.seeds is not None else "")
+    if not job or job.seeds is None:
+        return Effective(config, origins)
+    return Effective(config, origins, job.seeds,
+                     ", ".join(job.where(key) for key in ("seeds", "seeds_file")
+                               if key in job.lines))
 
 
 def env_layer() -> Layer:
@@ -188,7 +190,7 @@ def _fix(name: str, layers: list[Layer]) -> str:
     info = settings_info()[name]
     kind = _TYPE_WORDS.get(info.type, f"a {info.type} (as JSON in env and --set)")
     how = giving[0].fix(name) if giving else Layer(Kind.DEFAULT).fix(name)
-    return f"{name} takes {kind}, default {toml_value(info.default)}; {how}"
+    return f"{name} takes {kind}, default {value_text(info.default)}; {how}"
 
 
 def _told(where: str) -> str:

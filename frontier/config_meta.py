@@ -129,3 +129,11 @@ def toml_value(value: Any) -> str:
         return "{ " + ", ".join(f"{toml_value(str(k))} = {toml_value(v)}"
                                 for k, v in value.items()) + " }"
     raise TypeError(f"no TOML form for {value!r}")
+
+
+def value_text(value: Any) -> str:
+    """``value`` as TOML where it has a TOML form, else as JSON (None is ``null``)."""
+    try:
+        return toml_value(value)
+    except TypeError:
+        return json.dumps(value, default=str)

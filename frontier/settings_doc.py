@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from frontier.config_meta import SettingInfo, sections, settings_info, toml_value
+from frontier.config_meta import SettingInfo, sections, settings_info, value_text
 
 REGENERATE = "python -m frontier.settings_doc > docs/settings.md"
 
@@ -73,9 +73,10 @@ def settings_markdown() -> str:
 
 
 def _row(info: SettingInfo) -> str:
-    default = toml_value(info.default).replace("|", "\\|")
+    default = value_text(info.default).replace("|", "\\|")
     doc = info.doc.replace("|", "\\|")
-    return f"| `{info.name}` | `{info.type}` | `{default}` | {doc} |\n"
+    type_ = info.type.replace("|", "\\|")  # GitHub tables: an escaped pipe, even in code
+    return f"| `{info.name}` | `{type_}` | `{default}` | {doc} |\n"
 
 
 def main() -> int:

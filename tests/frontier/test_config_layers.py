@@ -258,7 +258,7 @@ def test_seeds_from_the_file_its_seeds_file_or_the_command_line(tmp_path: Path) 
     effective = load(tmp_path, '[crawl]\nseeds = ["https://a.org/"]\nseeds_file = "seeds.txt"\n')
     assert job_seeds(effective, []) == ["https://a.org/", "https://b.org/x", "https://c.org/"]
     assert effective.config.allowed_domains == ["a.org", "b.org", "c.org"]  # the seeds' hosts
-    assert effective.seeds_origin == f"{tmp_path / 'crawl.toml'}:3"
+    assert effective.seeds_origin == f"{tmp_path / 'crawl.toml'}:2, {tmp_path / 'crawl.toml'}:3"
     effective = load(tmp_path, 'seeds = ["https://a.org/"]\n', allow=["z.org"])
     assert job_seeds(effective, ["https://d.org/"]) == ["https://d.org/"]  # command line wins
     assert effective.config.allowed_domains == ["z.org"]

@@ -64,18 +64,25 @@ def print_show(effective: Any, seeds: list[str] | None, out: TextIO) -> None:
     came from (the output is itself a valid job file)."""
     from dataclasses import asdict
 
-    from frontier.config_meta import sections, toml_value
+    from frontier.config_meta import sections
 
     values = asdict(effective.config)
     out.write("# Effective crawl settings; after each, where its value came from (precedence:\n"
               "# flag > env TRAWL_* > job file > default). This is itself a valid job file.\n")
     if seeds is not None:
-        out.write(_line("seeds", toml_value(seeds), effective.seeds_origin))
+        out.write(_line("seeds", seeds, effective.seeds_origin))
     for section, names in sections().items():
         out.write(f"\n[{section}]\n")
         for name in names:
-            out.write(_line(name, toml_value(values[name]), effective.origins[name]))
+            out.write(_line(name, values[name], effective.origins[name]))
 
 
-def _line(name: str, value: str, origin: str) -> str:
-    return f"{f'{name} = {value}':<{ORIGIN_COLUMN}}  # {origin}\n"
+def _line(name: str, value: Any, origin: str) -> str:
+    """``name = value  # origin``; a value TOML cannot write (None) as a comment, in JSON."""
+    from frontier.config_meta import toml_value
+
+    try:
+        text = f"{name} = {toml_value(value)}"
+    except TypeError:
+        text = f"# {name} = {json.dumps(value)} (no TOML form)"
+    return f"{text:<{ORIGIN_COLUMN}}  # {origin}\n"
