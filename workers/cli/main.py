@@ -50,7 +50,8 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.add_argument("--events", action="store_true", help="send task events (for Flower)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
-                   help="any crawl setting, e.g. --set max_retries=3 (repeatable)")
+                   help="any crawl setting (docs/settings.md), e.g. --set max_retries=3; wins "
+                   "over TRAWL_* variables and the job file (repeatable)")
     add_metrics_arguments(p, pool=True)
 
 
