@@ -19,6 +19,12 @@ E_UNKNOWN = "Unknown setting {name!r}. Known settings: {known}."
 class ConfigError(ValueError):
     """A setting that cannot work; the message names the setting and the fix."""
 
+    #: The setting refused, its value and why (set by the checks, for an error that also
+    #: names where the value came from: frontier/config_layers.py).
+    setting: str | None = None
+    value: Any = None
+    why: str = ""
+
 
 #: Settings that must be > 0: a zero or negative value stops the crawl or every fetch.
 POSITIVE = (
@@ -40,7 +46,9 @@ NON_NEGATIVE = (
 
 
 def _bad(name: str, value: Any, why: str) -> ConfigError:
-    return ConfigError(E_BAD_VALUE.format(name=name, value=value, why=why))
+    err = ConfigError(E_BAD_VALUE.format(name=name, value=value, why=why))
+    err.setting, err.value, err.why = name, value, why
+    return err
 
 
 def _number(cfg: CrawlConfig, name: str) -> float:

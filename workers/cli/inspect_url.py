@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from frontier.config import ConfigError, CrawlConfig
+from frontier.config import ConfigError
 from frontier.urls import InvalidURL, canonicalize
 
 
@@ -27,7 +27,7 @@ def add_inspect_parser(sub: Any) -> None:
     p.add_argument("--content-type", help="with --file: its Content-Type (default text/html)")
     p.add_argument("--allow", action="append", default=[], metavar="DOMAIN",
                    help="allowed host or domain (repeatable; default: the URL's host)")
-    p.add_argument("--config", help="JSON file of crawl settings")
+    p.add_argument("--config", metavar="FILE", help="crawl-job file (TOML, or JSON) of settings")
     p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                    help="any crawl setting, e.g. --set allowed_networks='[\"10.0.0.0/8\"]'")
     p.add_argument("--delay", type=float, help="seconds between robots.txt and the page "
@@ -43,19 +43,19 @@ def add_inspect_parser(sub: Any) -> None:
 def cmd_inspect(args: argparse.Namespace) -> int:
     from workers.cli.crawl import default_domains
     from workers.cli.inspect_page import Inspector
-    from workers.cli.options import settings_from_args
+    from workers.cli.options import load_from_args
 
     raw = args.base_url or args.url
     if not raw:
         raise ConfigError("trawl inspect: give a URL (with --file, the page's URL or --url)")
-    settings = settings_from_args(args)
+    effective = load_from_args(args)  # flags > TRAWL_* env > --config > defaults
     try:
         url = canonicalize(raw.strip())
     except InvalidURL as exc:
         raise ConfigError(f"trawl inspect: {raw!r} is not a crawlable URL: {exc.reason}") from exc
-    settings.setdefault("allowed_domains", args.allow or default_domains([url]))
-    cfg = CrawlConfig.from_dict(settings)
-    cfg.validate()
+    cfg = effective.config
+    if effective.origins["allowed_domains"] == "default":
+        cfg.allowed_domains = default_domains([url])
     inspector = Inspector(cfg)
     url = inspector.canonical(raw.strip())  # with the crawl's session-id stripping
     warc = Path(args.warc) if args.warc else None

@@ -14,11 +14,12 @@ from typing import Any
 from frontier.config import ORDERINGS, ConfigError, CrawlConfig
 from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
+from workers.cli.config_cmd import add_config_parser, cmd_config
 from workers.cli.crawl import url_arguments
 from workers.cli.flower import add_flower_arguments, cmd_flower
 from workers.cli.inspect_url import add_inspect_parser, cmd_inspect
 from workers.cli.metrics import add_metrics_arguments, serve_metrics
-from workers.cli.options import settings_from_args
+from workers.cli.options import job_seeds, load_from_args
 from workers.cli.revisit_plan import add_revisit_plan_parser, cmd_revisit_plan
 from workers.report.cli import add_report_parsers, cmd_export, cmd_report, report_after_crawl
 
@@ -32,7 +33,7 @@ HANDOFF_THREADS = 4
 
 def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     url_arguments(p, redis_required=False)  # --broker: required with a redis-cluster:// --redis
-    p.add_argument("--namespace", default="trawl", help="crawl name (Redis key prefix)")
+    p.add_argument("--namespace", help="crawl name (Redis key prefix; default trawl)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 2,
                    help="Celery worker processes to start here (default: cores)")
     p.add_argument("--concurrency", type=int,
@@ -49,7 +50,8 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.add_argument("--events", action="store_true", help="send task events (for Flower)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
-                   help="any crawl setting, e.g. --set max_retries=3 (repeatable)")
+                   help="any crawl setting (docs/settings.md), e.g. --set max_retries=3; wins "
+                   "over TRAWL_* variables and the job file (repeatable)")
     add_metrics_arguments(p, pool=True)
 
 
@@ -63,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_revisit_plan_parser(sub)
     add_inspect_parser(sub)
     add_report_parsers(sub)
+    add_config_parser(sub)
     return parser
 
 
@@ -79,7 +82,8 @@ def _add_crawl_commands(sub: Any) -> None:
     _common_crawl_args(crawl)
     crawl.add_argument("seeds", nargs="*", help="seed URLs")
     crawl.add_argument("--seeds", dest="seed_file", help="file with one seed URL per line")
-    crawl.add_argument("--config", help="JSON file of crawl settings")
+    crawl.add_argument("--config", metavar="FILE", help="crawl-job file: TOML (examples/"
+                       "crawl.toml: seeds and settings) or a JSON object of settings")
     crawl.add_argument("--allow", action="append", default=[], metavar="DOMAIN",
                        help="allowed host or domain (repeatable; default: the seeds' hosts)")
     crawl.add_argument("--resume", action="store_true", help="continue the crawl in Redis")
@@ -155,30 +159,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     web_cfg = SandboxConfig(seed=args.seed, hosts=args.hosts, pages_per_host=args.pages_per_host,
                             ips=min(args.ips, args.hosts))
     with SandboxWeb(web_cfg, out / "sandbox-requests.log") as web:
-        settings = {"host_delay_s": 0.05, "adaptive_delay_factor": 0.0, "allow_private_ips": True,
-                    "ip_concurrency": 0, "static_hosts": web.resolver_map,
-                    "allowed_domains": [web_cfg.domain], "connect_timeout_s": 2.0,
-                    "read_timeout_s": 3.0, "total_timeout_s": 5.0, "retry_backoff_s": 0.5,
-                    "robots_error_ttl_s": 3600.0}
-        settings.update(settings_from_args(args))
-        settings["output_dir"] = str(out)
-        return run_crawl(args, CrawlConfig.from_dict(settings), list(web.seeds), out)
+        preset = {"host_delay_s": 0.05, "adaptive_delay_factor": 0.0, "allow_private_ips": True,
+                  "ip_concurrency": 0, "static_hosts": web.resolver_map,
+                  "allowed_domains": [web_cfg.domain], "connect_timeout_s": 2.0,
+                  "read_timeout_s": 3.0, "total_timeout_s": 5.0, "retry_backoff_s": 0.5,
+                  "robots_error_ttl_s": 3600.0}
+        config = load_from_args(args, preset).config
+        config.output_dir = str(out)
+        return run_crawl(args, config, list(web.seeds), out)
 
 
 def cmd_crawl(args: argparse.Namespace) -> int:
-    from workers.cli.crawl import canonical_seeds, default_domains
-
     raw = list(args.seeds)
     if args.seed_file:
         try:
             raw += Path(args.seed_file).read_text().splitlines()
         except OSError as exc:
             raise ConfigError(f"Cannot read --seeds {args.seed_file}: {exc}") from exc
-    seeds = canonical_seeds(raw) if (raw or not args.resume) else []
-    settings = settings_from_args(args)
-    settings.setdefault("allowed_domains", args.allow or default_domains(seeds))
-    out = Path(settings.get("output_dir", "trawl-out"))
-    return run_crawl(args, CrawlConfig.from_dict(settings), seeds, out,
+    effective = load_from_args(args)
+    seeds = job_seeds(effective, raw, resume=args.resume)
+    config = effective.config
+    return run_crawl(args, config, seeds, Path(config.output_dir),
                      resume=args.resume, fresh=args.fresh)
 
 
@@ -375,7 +376,8 @@ def cmd_robots(args: argparse.Namespace) -> int:
 COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "scheduler": cmd_scheduler,
             "seed": cmd_seed, "status": cmd_status, "robots": cmd_robots, "flower": cmd_flower,
             "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan,
-            "inspect": cmd_inspect, "report": cmd_report, "export": cmd_export}
+            "inspect": cmd_inspect, "report": cmd_report, "export": cmd_export,
+            "config": cmd_config}
 
 
 def main(argv: list[str] | None = None) -> int:
