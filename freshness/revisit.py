@@ -204,8 +204,13 @@ class RevisitPlanner:
             if changed is None:
                 return self._clip(current)
             return self._clip(s.adaptive.next_interval(current, changed))
-        f = self.frequency(self.rate_of(history), weight)
-        return self._clip(1.0 / f) if f > 0 else s.max_interval_s
+        return self.interval_at(self.rate_of(history), weight)
+
+    def interval_at(self, rate: float, weight: float = 1.0) -> float:
+        """``interval_s`` of a page whose rate is known (not the adaptive rule's): 1/f
+        clipped, max_interval_s where f = 0."""
+        f = self.frequency(rate, weight)
+        return self._clip(1.0 / f) if f > 0 else self.settings.max_interval_s
 
     def _clip(self, interval_s: float) -> float:
         return min(max(interval_s, self.settings.min_interval_s), self.settings.max_interval_s)
