@@ -22,8 +22,10 @@ import random
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from bench.freshness_driver import Driver, DriveResult, DriveSpec, Target, new_s
 from bench.freshness_truth import Changes, changes_of, estimator_errors, measure
 from freshness.policies import plan
 from freshness.revisit import RevisitPolicy
-from sandbox import SandboxConfig, SandboxWeb
+from sandbox import SandboxConfig, SandboxSite, SandboxWeb
 from sandbox.change_model import ChangeModel
 
 ALL_POLICIES = list(RevisitPolicy)
@@ -74,22 +76,41 @@ def web_config(spec: BenchSpec) -> SandboxConfig:
                          slow_page_s=0.05, robots_slow_s=0.05, hang_s=1.0, page_cache=8192)
 
 
-def target_of(web: SandboxWeb, pages: int, seed: int) -> Target:
-    assert web.site is not None and web.changes is not None, "not a changing web"
-    excluded = set(web.site.slow_urls())
-    hang = web.site.hang_host
-    urls = [u for u in web.site.page_urls() if u not in excluded and f"//{hang}" not in u]
-    if len(urls) < pages:
-        raise ValueError(f"the web has {len(urls)} usable pages, fewer than {pages}")
-    return Target(web.changes, tuple(sorted(random.Random(seed).sample(urls, pages))), web.port,
-                  web.resolver_map)
+@dataclass(frozen=True)
+class WebAddress:
+    """What a driver process needs of a running web: where it listens and its epoch."""
+
+    port: int
+    resolver_map: dict[str, str]
+    epoch: float
 
 
-async def drive(web: SandboxWeb, spec: BenchSpec, policies: list[RevisitPolicy],
-                oracles: list[RevisitPolicy]) -> DriveResult:
+def target_of(spec: BenchSpec, address: WebAddress) -> Target:
+    """The page set (seeded sample of the ordinary pages) and the web's ground truth,
+    rebuilt from the config (a driver process has no SandboxWeb)."""
+    config = web_config(spec)
+    site = SandboxSite(config, address.port)
+    model = ChangeModel(config, address.epoch, site.layout)
+    excluded = set(site.slow_urls())
+    hang = site.hang_host
+    urls = [u for u in site.page_urls() if u not in excluded and f"//{hang}" not in u]
+    if len(urls) < spec.pages:
+        raise ValueError(f"the web has {len(urls)} usable pages, fewer than {spec.pages}")
+    return Target(model, tuple(sorted(random.Random(spec.seed).sample(urls, spec.pages))),
+                  address.port, address.resolver_map)
+
+
+async def _drive(target: Target, spec: BenchSpec, policies: list[RevisitPolicy],
+                 oracles: list[RevisitPolicy]) -> DriveResult:
     async with new_session() as session:
-        driver = Driver(target_of(web, spec.pages, spec.seed), spec.drive_spec(), session)
-        return await driver.drive(policies, oracles)
+        return await Driver(target, spec.drive_spec(), session).drive(policies, oracles)
+
+
+def drive_in_process(spec: BenchSpec, address: WebAddress, policies: list[RevisitPolicy],
+                     oracles: list[RevisitPolicy]) -> DriveResult:
+    """One web's driver, in a process of its own (webs driven at once then use every core
+    instead of sharing one event loop)."""
+    return asyncio.run(_drive(target_of(spec, address), spec, policies, oracles))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -135,13 +156,6 @@ def estimator_tables(result: DriveResult, changes: Changes) -> dict[str, Any]:
             "irregular": estimator_errors(irregular, changes.sim_rates)}
 
 
-async def _drive_all(webs: list[SandboxWeb], specs: list[BenchSpec],
-                     policies: list[RevisitPolicy], oracles: list[RevisitPolicy]
-                     ) -> list[DriveResult]:
-    return list(await asyncio.gather(*(drive(w, s, policies, oracles) for w, s in
-                                       zip(webs, specs, strict=True))))
-
-
 def numbers_of(result: DriveResult, model: ChangeModel, spec: BenchSpec,
                server: dict[str, float], changes: Changes | None = None) -> dict[str, Any]:
     """Everything the JSON reports of one run."""
@@ -159,13 +173,18 @@ def numbers_of(result: DriveResult, model: ChangeModel, spec: BenchSpec,
 def run_benches(specs: list[BenchSpec], policies: list[RevisitPolicy], log_dir: Path,
                 oracles: list[RevisitPolicy] | None = None
                 ) -> list[tuple[DriveResult, dict[str, Any], Changes]]:
-    """One web per spec, all driven at once (one event loop); each web's CPU is read before
-    it stops (on a shared machine the webs compete with the driver and each other)."""
+    """One web per spec, all driven at once (a driver process per web); each web's CPU is read
+    before it stops (on a shared machine the webs compete with the drivers and each other)."""
     with ExitStack() as stack:
         webs = [stack.enter_context(SandboxWeb(web_config(s), log_dir / f"web-{k}.log"))
                 for k, s in enumerate(specs)]
         cpu0, t0 = [cpu_seconds(w.pid) for w in webs], time.time()
-        results = asyncio.run(_drive_all(webs, specs, policies, oracles or []))
+        with ProcessPoolExecutor(len(specs), mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(drive_in_process, s,
+                                   WebAddress(w.port, w.resolver_map, w.change_epoch),
+                                   policies, oracles or [])
+                       for w, s in zip(webs, specs, strict=True)]
+            results = [f.result() for f in futures]
         wall = time.time() - t0
         servers = [{"cpu_s": round(cpu_seconds(w.pid) - c, 2), "wall_s": round(wall, 2),
                     "cpu_share": round((cpu_seconds(w.pid) - c) / wall, 3)}
