@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -18,12 +19,26 @@ HOUR_S = 3600.0
 ESTIMATORS = ("naive", "bias_reduced", "mle", "planner")
 
 
+def _smooth(y: np.ndarray, window: int) -> np.ndarray:
+    """Running mean over ``window`` points (shorter at the ends), so that 11 noisy lines
+    stay readable."""
+    if window <= 1 or y.size < window:
+        return y
+    kernel = np.ones(window)
+    return np.convolve(y, kernel, "same") / np.convolve(np.ones_like(y), kernel, "same")
+
+
 def _over_time(out: Path, name: str, ylabel: str, series: dict[str, tuple[Any, Any]],
-               fork_sim: float) -> str:
+               fork_sim: float, window: int = 1, log: bool = False) -> str:
     fig, ax = plt.subplots(figsize=(8, 4.2))
-    for policy, (x, y) in series.items():
-        ax.plot((x - fork_sim) / HOUR_S, y, label=policy, lw=1.2)
-    ax.set_xlabel("simulated hours after the warm-up")
+    for k, (policy, (x, y)) in enumerate(series.items()):
+        ax.plot((x - fork_sim) / HOUR_S, _smooth(np.asarray(y, dtype=float), window),
+                label=policy, lw=1.2, ls="--" if "+oracle" in policy else "-",
+                color=f"C{k % 10}")
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("simulated hours after the warm-up" + (f" (running mean of {window} points)"
+                                                         if window > 1 else ""))
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
@@ -82,12 +97,13 @@ def write_outputs(out: Path, result: DriveResult, numbers: dict[str, Any],
                   measures: dict[str, Measures]) -> None:
     fork = result.fork_sim
     fresh = _over_time(out, "freshness", "freshness F(t)",
-                       {p: (m.grid, m.freshness) for p, m in measures.items()}, fork)
+                       {p: (m.grid, m.freshness) for p, m in measures.items()}, fork, 15)
     age = _over_time(out, "age", "mean age A(t), simulated hours",
-                     {p: (m.grid, m.age / HOUR_S) for p, m in measures.items()}, fork)
+                     {p: (m.grid, m.age / HOUR_S) for p, m in measures.items()}, fork, 15,
+                     log=True)
     delay = _over_time(out, "delay", "mean delay of the changes, simulated hours",
                        {p: (x, y / HOUR_S) for p, m in measures.items()
-                        for x, y in [binned_delay(m, m.grid)]}, fork)
+                        for x, y in [binned_delay(m, m.grid)]}, fork, log=True)
     est = _estimators(out, numbers["estimators"])
     spec, server = numbers["spec"], numbers["server"]
     text = f"""# Revisit policies on the changing sandbox web
