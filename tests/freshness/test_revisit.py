@@ -65,6 +65,8 @@ def test_intervals_from_histories_follow_the_plan_of_their_estimates(
     expected = np.where(batch.frequencies > 0, 1 / np.where(batch.frequencies > 0,
                                                              batch.frequencies, 1), 1e12)
     np.testing.assert_allclose(intervals, expected, rtol=1e-9)
+    # a known rate takes the same path as an estimated one
+    np.testing.assert_allclose([planner.interval_at(r) for r in rates], intervals, rtol=1e-12)
 
 
 def test_the_freshness_optimum_drops_the_fastest_page_and_gives_it_the_longest_interval() -> None:
