@@ -1,0 +1,306 @@
+"""The visit driver of bench/freshness.py: revisit policies against the changing sandbox web,
+over real HTTP on loopback, each at the same budget.
+
+Every policy keeps, per page, the copy it holds (digest, main-text MinHash, validators) and its
+``VisitHistory`` in simulated seconds (the web runs ``time_acceleration`` times the wall clock;
+history times are whole simulated seconds, offset so that 0 still means "never"). A shared
+warm-up first visits every page uniformly (one driver, the same budget); then each policy gets
+a copy of the warm-up's state and runs its own plan, all concurrently against the one server,
+so they see the same realisation of the change processes (a function of simulated time).
+
+Scheduling, per policy (what a crawl with a due-time ZSET and a rate limit does): a page is due
+``RevisitPlanner.interval_s`` after its last visit; due pages are visited earliest first, at
+most ``budget`` visits per second (no saving up of unused slots: a policy whose intervals ask
+for less than the budget leaves it unspent, one that asks for more falls behind and its pages
+wait). Estimator-driven policies replan every ``replan_sim_s`` (rates from the histories, a
+prior pooled over all pages) and then move every waiting page's due time to its last visit
+plus its new interval. Each visit is a conditional GET with the validators the page last gave;
+bench/freshness_detect.py decides whether it changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import math
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
+
+import aiohttp
+import numpy as np
+
+from bench.freshness_detect import Copy, Outcome, detect
+from freshness.estimators import pooled_prior
+from freshness.history import VisitHistory
+from freshness.revisit import RevisitPlanner, RevisitPolicy, RevisitSettings
+from sandbox.change_model import ChangeModel
+
+#: History times are int(simulated second) + this, so that a visit at second 0 is not "never".
+HISTORY_OFFSET = 1_000_000
+REQUEST_TIMEOUT_S = 10.0
+ORACLE_SUFFIX = "+oracle"
+#: Policies whose intervals do not depend on rates: never replanned.
+UNPLANNED = (RevisitPolicy.FIXED, RevisitPolicy.UNIFORM, RevisitPolicy.ADAPTIVE)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The pages to keep fresh and how to reach them (the web's resolver map)."""
+
+    model: ChangeModel
+    urls: tuple[str, ...]
+    port: int
+    resolver_map: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DriveSpec:
+    """Budget and times in simulated seconds."""
+
+    budget_per_sim_s: float
+    warmup_sim_s: float
+    run_sim_s: float
+    replan_sim_s: float
+    min_interval_s: float
+    max_interval_s: float
+    #: The fixed policy's interval (default: the uniform one, pages / budget).
+    fixed_interval_s: float | None = None
+    threshold: float = 0.9
+    #: Feed Last-Modified to the histories (off: interval estimators only).
+    use_last_modified: bool = True
+    #: Weight of the pooled prior in pseudo-changes (freshness/estimators.py ``Prior``).
+    prior_strength: float = 1.0
+    max_inflight: int = 8
+    seed: int = 0
+
+
+@dataclass
+class Page:
+    history: VisitHistory = field(default_factory=VisitHistory)
+    copy: Copy | None = None
+    last_sim: float = math.nan
+    busy: bool = False
+
+
+@dataclass
+class PolicyRun:
+    """One policy's state and record: visits are (page index, simulated time, outcome)."""
+
+    name: str
+    planner: RevisitPlanner
+    pages: list[Page]
+    #: Plan with the web's true rates instead of the estimates (a control: what the policy
+    #: would do with perfect estimates, through the same visits).
+    oracle: bool = False
+    visits: list[tuple[int, float, Outcome]] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    replans: int = 0
+    heap: list[tuple[float, int]] = field(default_factory=list)
+
+
+@dataclass
+class DriveResult:
+    urls: tuple[str, ...]
+    start_sim: float
+    fork_sim: float
+    end_sim: float
+    warmup: PolicyRun
+    runs: dict[str, PolicyRun]
+    wall_s: float
+
+
+def _uniform_interval(spec: DriveSpec, n: int) -> float:
+    return n / spec.budget_per_sim_s
+
+
+def settings_for(policy: RevisitPolicy, spec: DriveSpec, n: int) -> RevisitSettings:
+    return RevisitSettings(policy=policy, budget_per_s=spec.budget_per_sim_s,
+                           fixed_interval_s=spec.fixed_interval_s or _uniform_interval(spec, n),
+                           min_interval_s=spec.min_interval_s,
+                           max_interval_s=spec.max_interval_s, assumed_pages=n)
+
+
+def _header_time(model: ChangeModel, value: str | None, now_s: int) -> int | None:
+    """A Last-Modified header as a history time (simulated), None if absent or unreadable.
+
+    An HTTP date names a wall second, which is ``acceleration`` simulated seconds: we take its
+    middle (not its start, which would make every change look older than it is by half of
+    that on average), and never later than the visit."""
+    if not value:
+        return None
+    try:
+        wall = parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return min(max(int(model.sim_time(wall + 0.5)) + HISTORY_OFFSET, 1), now_s)
+
+
+class Driver:
+    """Runs policies against one web (see the module docstring)."""
+
+    def __init__(self, target: Target, spec: DriveSpec, session: aiohttp.ClientSession) -> None:
+        self.target, self.spec, self.session = target, spec, session
+        self.model = target.model
+        self.n = len(target.urls)
+        #: Real changes per simulated second of each page (the oracle runs' rates).
+        self.true_rates = np.array([self.model.rate(u) / self.model.acceleration
+                                    for u in target.urls])
+
+    # -- one visit ----------------------------------------------------------------------------
+    async def _get(self, url: str, held: Copy | None
+                   ) -> tuple[int, bytes, str | None, str | None]:
+        parts = urlsplit(url)
+        headers = {"Host": parts.netloc}
+        if held is not None and held.etag:
+            headers["If-None-Match"] = held.etag
+        if held is not None and held.last_modified:
+            headers["If-Modified-Since"] = held.last_modified
+        ip = self.target.resolver_map[parts.hostname or ""]
+        async with self.session.get(f"http://{ip}:{self.target.port}{parts.path}",
+                                    headers=headers, allow_redirects=False) as resp:
+            body = await resp.read()
+            return (resp.status, body, resp.headers.get("ETag"),
+                    resp.headers.get("Last-Modified"))
+
+    async def visit(self, run: PolicyRun, index: int) -> None:
+        page = run.pages[index]
+        sim = self.model.sim_time(time.time())
+        try:
+            status, body, etag, lm = await self._get(self.target.urls[index], page.copy)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            run.errors[type(exc).__name__] += 1
+            self._push(run, index, sim + self.spec.min_interval_s)
+            page.busy = False
+            return
+        if status not in (200, 304) or (status == 304 and page.copy is None):
+            run.errors[f"status {status}"] += 1
+            self._push(run, index, sim + self.spec.min_interval_s)
+            page.busy = False
+            return
+        outcome, page.copy, _ = detect(page.copy, status, body, etag, lm, self.spec.threshold)
+        now_s = int(sim) + HISTORY_OFFSET
+        lm_s = _header_time(self.model, page.copy.last_modified, now_s) \
+            if self.spec.use_last_modified else None
+        h = page.history.observe(now_s, outcome.changed, lm_s)
+        if run.planner.settings.policy is RevisitPolicy.ADAPTIVE and outcome is not Outcome.FIRST:
+            h = replace(h, interval_s=run.planner.interval_s(h, changed=outcome.changed))
+        page.history, page.last_sim, page.busy = h, sim, False
+        run.visits.append((index, sim, outcome))
+        self._push(run, index, sim + self._interval(run, index))
+
+    def _interval(self, run: PolicyRun, index: int) -> float:
+        if run.oracle:
+            return run.planner.interval_at(float(self.true_rates[index]))
+        return run.planner.interval_s(run.pages[index].history)
+
+    @staticmethod
+    def _push(run: PolicyRun, index: int, due: float) -> None:
+        heapq.heappush(run.heap, (due, index))
+
+    # -- planning -----------------------------------------------------------------------------
+    def replan(self, run: PolicyRun) -> None:
+        """Rates from every history, a prior pooled over all pages; then every waiting page is
+        due at its last visit plus its new interval."""
+        hs = [p.history for p in run.pages]
+        prior = pooled_prior(sum(h.n_changed for h in hs),
+                             sum(h.unchanged_s + h.changed_s for h in hs),
+                             self.spec.prior_strength)
+        run.planner.use_prior(prior)
+        run.planner.replan(self.true_rates if run.oracle
+                           else np.array([run.planner.rate_of(h) for h in hs]))
+        run.replans += 1
+        run.heap = [(p.last_sim + self._interval(run, i), i) for i, p in enumerate(run.pages)
+                    if not p.busy and not math.isnan(p.last_sim)]
+        heapq.heapify(run.heap)
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run_until(self, run: PolicyRun, end_sim: float, replan: bool) -> None:
+        """Visit due pages at the budget's pace until simulated ``end_sim``; then wait for the
+        visits under way."""
+        pace = 1.0 / (self.spec.budget_per_sim_s * self.model.acceleration)
+        next_slot = time.time()
+        next_replan = self.model.sim_time(next_slot) + self.spec.replan_sim_s
+        tasks: set[asyncio.Task[None]] = set()
+        sem = asyncio.Semaphore(self.spec.max_inflight)
+        while True:
+            now = time.time()
+            sim = self.model.sim_time(now)
+            if sim >= end_sim:
+                break
+            if replan and sim >= next_replan:
+                self.replan(run)
+                next_replan += self.spec.replan_sim_s
+            if not run.heap or run.heap[0][0] > sim or now < next_slot:
+                wake = min(next_slot if now < next_slot else math.inf,
+                           self.model.wall_time(run.heap[0][0]) if run.heap else math.inf,
+                           self.model.wall_time(end_sim))
+                await asyncio.sleep(min(max(wake - now, 0.001), 0.05))
+                continue
+            _, index = heapq.heappop(run.heap)
+            page = run.pages[index]
+            if page.busy:
+                continue
+            page.busy = True
+            next_slot = max(next_slot, now - pace) + pace
+            task = asyncio.create_task(self._limited(sem, run, index))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    async def _limited(self, sem: asyncio.Semaphore, run: PolicyRun, index: int) -> None:
+        async with sem:
+            await self.visit(run, index)
+
+    # -- warm-up, fork, main phase --------------------------------------------------------------
+    def _warmup_run(self, start_sim: float) -> PolicyRun:
+        planner = RevisitPlanner(settings_for(RevisitPolicy.UNIFORM, self.spec, self.n))
+        planner.replan(np.zeros(self.n))
+        run = PolicyRun("warmup", planner, [Page() for _ in range(self.n)])
+        order = list(range(self.n))
+        random.Random(self.spec.seed).shuffle(order)
+        step = _uniform_interval(self.spec, self.n) / self.n
+        run.heap = [(start_sim + k * step, i) for k, i in enumerate(order)]
+        heapq.heapify(run.heap)
+        return run
+
+    def fork(self, warmup: PolicyRun, policy: RevisitPolicy, oracle: bool = False) -> PolicyRun:
+        planner = RevisitPlanner(settings_for(policy, self.spec, self.n))
+        interval = _uniform_interval(self.spec, self.n)
+        pages = [replace(p, history=replace(p.history, interval_s=interval), busy=False)
+                 for p in warmup.pages]
+        run = PolicyRun(policy.value + (ORACLE_SUFFIX if oracle else ""), planner, pages,
+                        oracle=oracle)
+        self.replan(run)
+        return run
+
+    async def drive(self, policies: list[RevisitPolicy],
+                    oracles: list[RevisitPolicy] | None = None) -> DriveResult:
+        """``policies`` with estimated rates, and ``oracles`` (planned policies) with the true
+        ones, all from the same warm-up."""
+        t0 = time.time()
+        start = self.model.sim_time(t0)
+        warmup = self._warmup_run(start)
+        await self.run_until(warmup, start + self.spec.warmup_sim_s, replan=False)
+        fork_sim = self.model.sim_time(time.time())
+        runs = {p.value: self.fork(warmup, p) for p in policies}
+        for p in oracles or []:
+            run = self.fork(warmup, p, oracle=True)
+            runs[run.name] = run
+        end = fork_sim + self.spec.run_sim_s
+        await asyncio.gather(*(self.run_until(r, end, replan=r.planner.settings.policy
+                                              not in UNPLANNED) for r in runs.values()))
+        return DriveResult(self.target.urls, start, fork_sim, end, warmup, runs,
+                           time.time() - t0)
+
+
+def new_session(limit: int = 64) -> aiohttp.ClientSession:
+    """A client session for the loopback web (kept-alive connections, no cookies)."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, force_close=False),
+        timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
+        cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=True)
