@@ -5,6 +5,7 @@ crawl of a sandbox web on a real Redis."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -202,9 +203,10 @@ WEB = SandboxConfig(seed=5, hosts=12, pages_per_host=10, ips=4, crawl_delay_s=0.
                     robots_slow_s=0.05, slow_page_s=0.05, hang_s=0.5)
 
 
-def _inprocess_crawl(redis_url: str, web: Any, out: Path, extractors: list[str]
-                     ) -> tuple[int, int]:
-    """Crawl the web with these extractors; (soups built, HTML pages the extractors got)."""
+def _inprocess_crawl(redis_url: str, web: Any, out: Path, extractors: list[str],
+                     pipelines: list[str]) -> tuple[int, int]:
+    """Crawl the web with these extractors and pipelines; (soups built, HTML pages the
+    extractors got)."""
     kit.PlainLinks.soups.clear()
     kit.SoupLinks.soups.clear()
     built = 0
@@ -220,7 +222,8 @@ def _inprocess_crawl(redis_url: str, web: Any, out: Path, extractors: list[str]
                       static_hosts=web.resolver_map, allowed_domains=[web.config.domain],
                       denied_domains=[web.site.hang_host],  # a second a page: not the point here
                       max_retries=0, connect_timeout_s=1.0, read_timeout_s=1.0,
-                      total_timeout_s=1.5, dns_timeout_s=0.5, extractors=extractors).validate()
+                      total_timeout_s=1.5, dns_timeout_s=0.5, extractors=extractors,
+                      pipelines=pipelines).validate()
     frontier = init_crawl(redis.Redis.from_url(redis_url), cfg, web.seeds, fresh=True)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(bs4.BeautifulSoup, "__init__", counting)
@@ -235,11 +238,15 @@ def soup_crawls(redis_server: EmbeddedRedis, module_webs: SandboxWebs,
     tmp = tmp_path_factory.mktemp("soup")
     found: dict[str, Any] = {}
     plain = [LXML_LINKS, PREFIX + "PlainLinks"]
-    found["plain"] = (*_inprocess_crawl(redis_server.url, web, tmp / "plain", plain),
+    # The first crawl also reorders the built-in pipelines and leaves Dedup out.
+    found["plain"] = (*_inprocess_crawl(redis_server.url, web, tmp / "plain", plain,
+                                        [JSONL_RECORDS, WARC_STORE]),
                       list(kit.PlainLinks.soups))
     found["soup"] = (*_inprocess_crawl(redis_server.url, web, tmp / "soup",
-                                       [*plain, PREFIX + "SoupLinks"]),
+                                       [*plain, PREFIX + "SoupLinks"],
+                                       CrawlConfig().pipelines),
                      list(kit.PlainLinks.soups), list(kit.SoupLinks.soups))
+    found["dirs"] = {"plain": tmp / "plain", "soup": tmp / "soup"}
     return found
 
 
@@ -257,3 +264,24 @@ def test_one_soup_per_page_when_an_extractor_asks(soup_crawls: dict[str, Any]) -
     # Every extractor of a page is given the one soup built for it.
     assert [(u, id(s)) for u, s in plain_seen] == [(u, id(s)) for u, s in soup_seen]
     assert all(isinstance(s, bs4.BeautifulSoup) for _u, s in soup_seen)
+
+
+def _pages(out: Path) -> list[dict[str, Any]]:
+    recs = [json.loads(line) for p in (out / "records").glob("*.jsonl")
+            for line in p.read_text().splitlines()]
+    return [r for r in recs if r["outcome"] == "fetched" and r.get("status") == 200]
+
+
+def test_builtin_pipelines_reordered_and_left_out_in_a_real_crawl(
+        soup_crawls: dict[str, Any]) -> None:
+    """JSONL before WARC, no Dedup: records without dup or warc fields, WARC still written;
+    the defaults (the negative control) give both fields."""
+    reordered, default = soup_crawls["dirs"]["plain"], soup_crawls["dirs"]["soup"]
+    pages = _pages(reordered)
+    assert len(pages) >= 20
+    assert not [r for r in pages if "dup_kind" in r or "warc" in r]
+    assert list((reordered / "warc").glob("*.warc.gz"))
+    pages = _pages(default)
+    assert len(pages) >= 20
+    assert all("warc" in r for r in pages)
+    assert {r.get("dup_kind") for r in pages} >= {"unique"}
