@@ -79,7 +79,7 @@ def main() -> None:
             per_call = wrapper_cost()
             pipeline.parse_html = timed("parse (lxml + links)", pipeline.parse_html)
             pipeline.content_fingerprint = timed("body digest", pipeline.content_fingerprint)
-            pipeline._add_link = timed("canonicalize + scope (per link)", pipeline._add_link)
+            pipeline.add_link = timed("canonicalize + scope (per link)", pipeline.add_link)
             dedup_service.page_features = timed("dedup: text+shingles+minhash",
                                                 dedup_service.page_features)
             ctx.dedup.check_many = timed("dedup: LSH check (Redis)", ctx.dedup.check_many)
@@ -87,6 +87,10 @@ def main() -> None:
             assert ctx.warc is not None
             ctx.warc.write = timed("warc write (gzip)", ctx.warc.write)
             ctx.records.write = timed("jsonl record", ctx.records.write)
+            hooks = getattr(ctx, "components", None)  # issue 20's components, when present
+            if hooks is not None:
+                hooks.finish_page = timed("page pipelines (incl. warc write)",
+                                          hooks.finish_page)
             apply = timed("apply_results (Redis pipeline)", tasks.apply_results)
             begin = timed("begin (Redis)", ctx.frontier.begin)
             acquire = timed("acquire (scheduler, Redis)", ctx.frontier.acquire)

@@ -271,6 +271,24 @@ class CrawlConfig:
     #: WARC version of the files written, "1.1" or "1.0" (docs/archive.md: also their index).
     warc_version: str = "1.1"
 
+    # --- components (workers/components/, docs/components.md) ---------------------------
+    #: URL filters, in order: class paths ("package.module.ClassName") of
+    #: workers.components.UrlFilter subclasses. A link the scope admits must pass each one;
+    #: a refusal is counted as links_filter_<reason>. Checked when the crawl starts.
+    url_filters: list[str] = field(default_factory=list)
+    #: Link extractors of HTML pages, in order (class paths of LinkExtractor subclasses); their
+    #: links are followed together. The built-in lxml one is listed: leave it out to replace it.
+    extractors: list[str] = field(
+        default_factory=lambda: ["workers.components.builtin.LxmlLinks"])
+    #: What happens to each fetched page's record, in order (class paths of PagePipeline
+    #: subclasses): the built-in near-duplicate check, WARC writer and JSONL writer are entries
+    #: a config can reorder or leave out; a stage may change the record or drop it.
+    pipelines: list[str] = field(default_factory=lambda: [
+        "workers.components.builtin.Dedup", "workers.components.builtin.WarcStore",
+        "workers.components.builtin.JsonlRecords"])
+    #: Each component's own settings: class path -> JSON object, read by its from_setup.
+    component_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
     def validate(self) -> CrawlConfig:
         """Raise ConfigError naming the first bad setting; warn on impolite ones."""
         _check_numbers(self)

@@ -176,6 +176,10 @@ FIXED: tuple[CounterSpec, ...] = (
                 Shown.LINKS),
     CounterSpec("links_soft404_skipped", "links of soft-404 pages, not followed", _PIPE,
                 Shown.LINKS),
+    CounterSpec("component_errors", "calls of a plug-in component that raised (logged)",
+                "workers/components/chain.py", Shown.TOTALS),
+    CounterSpec("pages_dropped_by_pipeline", "page records a pipeline component dropped",
+                "workers/components/chain.py", Shown.TOTALS),
     CounterSpec("fenced", "completions refused: the partition had moved to another owner",
                 "workers/cluster/member.py", Shown.LINKS),
     CounterSpec("seq", "the partition's last lease number", _LUA + "acquire.lua",
@@ -213,7 +217,8 @@ DUPLICATES = CounterFamily(
 #: Links the scope refused, by reason.
 LINKS_REFUSED = CounterFamily(
     "links_", "links refused by the crawl's scope, by reason",
-    "a reason of frontier.scope.REASONS (too_deep also counts a page's links past max_depth)",
+    "a reason of frontier.scope.REASONS (too_deep also counts a page's links past max_depth), "
+    "or filter_<reason> of a url_filters component (workers/components/chain.py)",
     _PIPE, Shown.LINKS)
 
 FAMILIES: tuple[CounterFamily, ...] = (ERRORS, ROBOTS_POLICIES, DUPLICATES, LINKS_REFUSED,

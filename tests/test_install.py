@@ -30,7 +30,7 @@ def test_core_install_imports_what_a_worker_and_the_cli_import(tmp_path: Path) -
     subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     str(src)], check=True, timeout=900, capture_output=True)
     code = ("import kombu.transport.redis, workers.app.tasks, workers.cli, workers.cluster.member, "
-            "dedup.service, sandbox; print('ok')")
+            "dedup.service, sandbox, examples.sqlite_pages, examples.path_filter; print('ok')")
     out = subprocess.run([py, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

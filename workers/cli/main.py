@@ -198,8 +198,10 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
         write_summary,
     )
     from workers.cli.progress import print_summary
+    from workers.components.loader import check_components
 
     config.validate()
+    check_components(config)  # every class path imports and is of its kind
     embedded = None
     pool = None
     with terminate_on_sigterm():

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dedup.fingerprint import content_fingerprint
-from dedup.service import DedupResult, record_fields
+from dedup.service import DedupResult
 from frontier.counters import DUPLICATES, ERRORS, TRUNCATIONS, Outcome
 from frontier.frontier import Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_after, retry_backoff
 from frontier.useragent import ROBOTS_TOKEN
 from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.links import add_link, admit_redirect
-from workers.pipeline.parse import Link, parse_html
+from workers.pipeline.parse import Link, ParsedPage, parse_html
 from workers.pipeline.result import FetchFigures, LeaseResult, PendingDedup, lease_record
 from workers.pipeline.robots import RobotsPolicy
 from workers.pipeline.services import PipelineServices
@@ -219,8 +219,7 @@ def _fetched(
     outcome = (Outcome.TRUNCATED if cut not in (None, "length") and 200 <= status < 300
                else Outcome.FETCHED)
     result = LeaseResult(Completion(lease, next_allowed, outcome))
-    warc_ref = ctx.warc.write(res) if ctx.warc else None
-    page = _Page(warc_ref)
+    page = _Page()
     dup: DedupResult | None = None
     _count_cut(result.counters, res)
     if res.error == "content_type_skipped":
@@ -241,8 +240,9 @@ def _fetched(
             result.counters["parse_errors"] += 1
             page.extra["parse_error"] = parsed.error
             log.info("parse problem on %s: %s", entry.url, parsed.error)
-        page.found = len(parsed.links)
-        page.links = parsed.links
+        page.parsed = parsed
+        page.links = ctx.components.page_links(entry.url, res, parsed, result.counters)
+        page.found = len(page.links)
         if parsed.dropped:  # a page of a million links: the rest are not followed
             result.counters["links_over_page_cap"] += parsed.dropped
             page.extra["links_dropped"] = parsed.dropped
@@ -271,9 +271,9 @@ def _fetched(
 class _Page:
     """What ``_fetched`` learned of a page, kept for :func:`_complete_page`."""
 
-    warc_ref: Any
     found: int = 0
     links: list[Link] | None = None
+    parsed: ParsedPage | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -281,10 +281,8 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
                    page: _Page, dup: DedupResult | None) -> None:
     """The page's links to admit (unless it duplicates a page already crawled) and record."""
     cfg, entry, extra = ctx.config, lease.entry, page.extra
-    if dup is not None:
-        extra.update(record_fields(dup))
-        if dup.kind in ("exact", "near"):
-            result.counters[DUPLICATES.name(dup.kind)] += 1
+    if dup is not None and dup.kind in ("exact", "near"):
+        result.counters[DUPLICATES.name(dup.kind)] += 1
     depth = entry.depth + 1
     if page.links is None:
         pass
@@ -307,14 +305,15 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
     # A cut body has no content digest: it would stand for a page we never saw whole.
     cut = res.cut_reason
     outcome = result.completion.outcome
-    result.record = lease_record(
+    record = lease_record(
         lease, outcome, res.started_at, res.ip, status=res.status, bytes=len(res.body),
         digest=content_fingerprint(res.body) if res.body and cut is None else None,
         links_found=page.found, links_admitted=len(result.links) + len(result.known),
         elapsed_s=round(res.elapsed_s, 4), content_type=res.content_type, truncated=cut,
-        reason=res.error_detail if outcome is Outcome.TRUNCATED else None,
-        warc=list(page.warc_ref) if page.warc_ref else None, **extra,
+        reason=res.error_detail if outcome is Outcome.TRUNCATED else None, **extra,
     )
+    # The crawl's pipelines (docs/components.md): dedup's fields, WARC, JSONL, plug-ins.
+    result.record = ctx.components.finish_page(record, res, page.parsed, dup, result.counters)
 
 
 def _content_type(res: FetchResult) -> str | None:

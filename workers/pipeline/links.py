@@ -44,6 +44,8 @@ def add_link(ctx: PipelineServices, result: LeaseResult, href: str, template: En
     else:
         url, host, reasons = known
     reason = ctx.scope.with_depth(reasons, template.depth)
+    if not reason and ctx.components.filtering:  # the crawl's url_filters (docs/components.md)
+        reason = ctx.components.refusal(url, host, template.depth, result.counters)
     if reason:
         result.counters[LINKS_REFUSED.name(reason)] += 1
         return None

@@ -7,16 +7,35 @@ that drives it."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections import Counter
+from typing import Any, Protocol
 
 from dedup.service import DedupService
 from frontier.config import CrawlConfig
 from frontier.memo import BoundedMemo
 from frontier.scope import Scope
 from frontier.urls import ParamStripper
-from workers.fetch import Fetcher
+from workers.fetch import Fetcher, FetchResult
 from workers.pipeline.caches import HostVerdicts, SeenMemo
+from workers.pipeline.parse import Link, ParsedPage
 from workers.storage.warc import WarcWriter
+
+
+class ComponentHooks(Protocol):
+    """The crawl's plug-in components, as the stages call them (workers/components/chain.py
+    implements it; declared here so that the pipeline does not import the components)."""
+
+    #: True when a URL filter is configured (asked for each link only then)
+    filtering: bool
+
+    def refusal(self, url: str, host: str, depth: int, counters: Counter[str]) -> str | None:
+        ...
+
+    def page_links(self, url: str, res: FetchResult, parsed: ParsedPage,
+                   counters: Counter[str]) -> list[Link]: ...
+
+    def finish_page(self, record: dict[str, Any], res: FetchResult, parsed: ParsedPage | None,
+                    dup: Any, counters: Counter[str]) -> dict[str, Any] | None: ...
 
 
 class PipelineServices(Protocol):
@@ -33,3 +52,4 @@ class PipelineServices(Protocol):
     seen: SeenMemo | None
     dedup: DedupService
     warc: WarcWriter | None
+    components: ComponentHooks

@@ -83,7 +83,7 @@ def _merge(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     batch = _Batch(first.partition if first is not None else 0)
     links = batch.links
     for res, _ip in results:
-        if res.record is not None:
+        if res.record is not None and ctx.records is not None:  # None: JSONL left out
             ctx.records.write(res.record)
         for link in res.links:
             # Two pages of the batch linking to one URL: two in-links, both cash shares.

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ from frontier.redisclient import client_from_url, redacted
 from frontier.scope import Scope
 from frontier.urls import DEFAULT_MAX_LENGTH, ParamStripper
 from frontier.useragent import user_agent
+from workers.components.api import ComponentSetup
+from workers.components.builtin import JSONL_RECORDS, WARC_STORE, Dedup
+from workers.components.chain import Components
+from workers.components.loader import build_components
 from workers.dns.pool import worker_resolver
 from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
@@ -92,21 +97,30 @@ class WorkerContext:
         self.user_agent = user_agent(cfg.user_agent_contact)
         self.fetcher = Fetcher(self.resolver, self.user_agent, **fetcher_settings(cfg))
         self.hosts = HostVerdicts(self.frontier, cfg.host_cache_local_ttl_s)
-        self.dedup = DedupService(self.client, cfg.namespace, cfg.dedup_config())
         out = Path(cfg.output_dir)
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
+        # The built-in pipelines' writers exist only when the config lists those pipelines.
         self.warc = (WarcWriter(out / "warc", prefix=f"trawl-{self.worker_id}",
                                 max_bytes=cfg.warc_max_bytes,
                                 warc_version=str(cfg.warc_version),  # 1.0 from --set
                                 warcinfo=crawl_warcinfo(cfg.namespace, cfg.user_agent_contact,
                                                         self.user_agent))
-                     if cfg.store_warc else None)
-        self.records = RecordWriter(out / "records" / f"{self.worker_id}.jsonl")
+                     if cfg.store_warc and WARC_STORE in cfg.pipelines else None)
+        self.records = (RecordWriter(out / "records" / f"{self.worker_id}.jsonl")
+                        if JSONL_RECORDS in cfg.pipelines else None)
+        built = build_components(cfg, ComponentSetup(cfg, {}, self.worker_id, out, self.warc))
+        self.components = Components(cfg, built)
+        dedup_cfg = cfg.dedup_config()
+        if not any(isinstance(p, Dedup) for p in built.pipelines):
+            dedup_cfg = replace(dedup_cfg, enabled=False)  # left out: no page is checked
+        self.dedup = DedupService(self.client, cfg.namespace, dedup_cfg)
 
     def close(self) -> None:
+        self.components.close()
         if self.warc:
             self.warc.close()
-        self.records.close()
+        if self.records:
+            self.records.close()
 
 
 _context: WorkerContext | None = None
