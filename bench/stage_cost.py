@@ -79,7 +79,7 @@ def main() -> None:
             per_call = wrapper_cost()
             pipeline.parse_html = timed("parse (lxml + links)", pipeline.parse_html)
             pipeline.content_fingerprint = timed("body digest", pipeline.content_fingerprint)
-            pipeline._add_link = timed("canonicalize + scope (per link)", pipeline._add_link)
+            pipeline.add_link = timed("canonicalize + scope (per link)", pipeline.add_link)
             dedup_service.page_features = timed("dedup: text+shingles+minhash",
                                                 dedup_service.page_features)
             ctx.dedup.check_many = timed("dedup: LSH check (Redis)", ctx.dedup.check_many)
