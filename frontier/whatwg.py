@@ -13,9 +13,12 @@ at once, so they return exactly what ada-url's functions return and raise the sa
 
 from __future__ import annotations
 
-from ada_url.ada_adapter import ffi, lib
-
 __all__ = ["join_url", "normalize_url"]
+
+try:  # the cffi module behind ada-url's wrappers (ada-url 1.x-4.x); else its own functions
+    from ada_url.ada_adapter import ffi, lib
+except ImportError:  # pragma: no cover - another layout of ada-url
+    ffi = lib = None
 
 
 def _href(urlobj: object) -> str:
@@ -29,7 +32,7 @@ def _href(urlobj: object) -> str:
         lib.ada_free(urlobj)
 
 
-def join_url(base_url: str, s: str) -> str:
+def _join_url(base_url: str, s: str) -> str:
     """``s`` resolved against ``base_url`` (WHATWG); ValueError when no valid URL results."""
     try:
         base_bytes = base_url.encode()
@@ -39,10 +42,16 @@ def join_url(base_url: str, s: str) -> str:
     return _href(lib.ada_parse_with_base(s_bytes, len(s_bytes), base_bytes, len(base_bytes)))
 
 
-def normalize_url(s: str) -> str:
+def _normalize_url(s: str) -> str:
     """``s`` parsed and serialized (WHATWG); ValueError when it is not a valid URL."""
     try:
         s_bytes = s.encode()
     except Exception:
         raise ValueError("Invalid URL") from None
     return _href(lib.ada_parse(s_bytes, len(s_bytes)))
+
+
+if lib is not None and hasattr(lib, "ada_parse_with_base") and hasattr(lib, "ada_get_href"):
+    join_url, normalize_url = _join_url, _normalize_url
+else:  # pragma: no cover - ada-url without the C API these use
+    from ada_url import join_url, normalize_url

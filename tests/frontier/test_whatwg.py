@@ -67,6 +67,12 @@ def test_normalize_url_answers_as_ada_url() -> None:
     assert 0 < valid < len(cases)
 
 
+def test_the_direct_calls_are_in_use() -> None:
+    """Else the comparisons above would compare ada-url with itself."""
+    assert whatwg.join_url is whatwg._join_url
+    assert whatwg.normalize_url is whatwg._normalize_url
+
+
 def test_empty_serialization_and_bad_input() -> None:
     with pytest.raises(ValueError, match="Invalid URL"):
         whatwg.normalize_url("")
