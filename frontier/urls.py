@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ada_url import join_url, normalize_url
+from frontier.whatwg import join_url, normalize_url
 
 __all__ = [
     "DEFAULT_MAX_LENGTH",

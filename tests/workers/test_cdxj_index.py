@@ -101,3 +101,29 @@ def test_warc_version_setting_is_checked() -> None:
 
 
 # -- replay by pywb --------------------------------------------------------------------------
+
+
+def test_surt_key_is_surts_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``surt_key`` (the fast path for plain URLs) gives ``surt.surt``'s key on URLs of every
+    kind, and runs surt only once per origin of the plain ones (else it would save nothing)."""
+    import surt
+
+    from workers.storage import cdxj
+
+    plain = [f"https://h{i % 4}.sandbox.test:36819/dir-{i}/page-{i}.html" for i in range(40)]
+    plain += ["http://h1.sandbox.test/", "http://www.example.com:80/a/", "https://x.test:443/",
+              "http://www3.example.org/a/b/", "http://127.0.0.1:8080/a", "http://h/~u/x_y-z",
+              "http://0x7f.1/a", "http://a..b.example./p", "http://xn--nxasmq6b.com/e"]
+    other = ["http://h/A/B.HTML", "http://h/a?b=2&a=1", "http://h/a#f", "http://u:p@h/a",
+             "http://h/./a", "http://h/a/../b", "http://h//a", "http://h/.well-known/x",
+             "http://h/a%41", "http://h/(abcdefghijklmnopqrstuvwx)/a.aspx", "http://h",
+             "http://H.EXAMPLE/a", "http://h/a;jsessionid=1", "https://h/a b"]
+    want = {url: surt.surt(url) for url in plain + other}
+    called: list[str] = []
+    real = surt.surt
+    monkeypatch.setattr(surt, "surt", lambda url: called.append(url) or real(url))
+    cdxj._ORIGIN_KEYS.clear()
+    for url in plain + other:
+        assert cdxj.surt_key(url) == want[url], url
+    origins = {url[: url.index("/", 8)] + "/" for url in plain}
+    assert sorted(called) == sorted(origins | set(other))

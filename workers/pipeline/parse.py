@@ -22,11 +22,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ada_url import join_url
 from lxml import etree
 
 from frontier.memo import BoundedMemo
 from frontier.useragent import ROBOTS_TOKEN
+from frontier.whatwg import join_url
 from workers.pipeline.flatscan import ScannedPage
 
 __all__ = ["DEFAULT_MAX_LINKS", "Link", "ParsedPage", "extract_text", "parse_html", "soup"]

@@ -26,6 +26,8 @@ from typing import IO
 
 import surt
 
+from frontier.memo import BoundedMemo
+
 log = logging.getLogger(__name__)
 
 #: Suffix of the index of a WARC file being written (unsorted, append order).
@@ -54,6 +56,37 @@ def mime_of(headers: Sequence[tuple[str, str]]) -> str:
     return "unk"
 
 
+#: A URL whose SURT key is its origin's key followed by its path: no userinfo, query or
+#: fragment, and a path of segments of lower-case letters, digits and ``-._~`` not starting
+#: with a dot, so nothing surt escapes, lower-cases, drops as a session id or normalizes
+#: (no empty, ``.`` or ``..`` segment). The sandbox's and most crawled URLs are of this form.
+_PLAIN_PATH_URL = re.compile(r"(https?://[a-z0-9.\-]+(?::[0-9]+)?)((?:/[a-z0-9\-_~][a-z0-9.\-_~]*)*/?)")
+#: origin -> its SURT key up to the path (``"test,sandbox,h1:8080)"``), None when surt's key
+#: of ``origin/`` does not end in ``)/`` (then every URL of it takes the full path).
+_ORIGIN_KEYS: BoundedMemo[str, str | None] = BoundedMemo(65_536)
+
+
+def surt_key(url: str) -> str:
+    """``surt.surt(url)``, without its ~40 us of parsing for a URL of :data:`_PLAIN_PATH_URL`'s
+    form: the origin's key is made once (by surt) and the path appended as surt's default
+    canonicalization leaves it (a trailing slash dropped). tests/workers/test_cdxj_index.py
+    compares the two on URLs of every kind."""
+    m = _PLAIN_PATH_URL.fullmatch(url)
+    if m is None or not m.group(2):
+        return surt.surt(url)  # type: ignore[no-any-return]
+    origin, path = m.groups()
+    try:
+        head = _ORIGIN_KEYS[origin]
+    except KeyError:
+        key = surt.surt(origin + "/")
+        head = _ORIGIN_KEYS.put(origin, key[:-1] if key.endswith(")/") else None)
+    if head is None:
+        return surt.surt(url)  # type: ignore[no-any-return]
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    return head + path
+
+
 def cdxj_parts(url: str, warc_date: str, status: int, headers: Sequence[tuple[str, str]],
                payload_digest: str, length: int, filename: str) -> tuple[str, str]:
     """One index line for a response record, in two parts to join with its offset (only
@@ -63,7 +96,7 @@ def cdxj_parts(url: str, warc_date: str, status: int, headers: Sequence[tuple[st
     if not url:
         raise ValueError("no URL to key")
     try:
-        key = surt.surt(url)
+        key = surt_key(url)
     except Exception as exc:  # surt raises what its parsing meets; one reason for the caller
         raise ValueError(f"no SURT key for {url!r}: {exc}") from None
     if not key.isprintable() or " " in key:  # the line's separators must stay separators
