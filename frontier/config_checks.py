@@ -99,3 +99,28 @@ def _check_choices(cfg: CrawlConfig) -> None:
     if not cfg.user_agent_contact.startswith(("http://", "https://", "mailto:")):
         raise _bad("user_agent_contact", cfg.user_agent_contact,
                    "a contact URL (http(s):// or mailto:) is required so sites can reach you")
+
+
+#: Revisit policies (docs/freshness.md): fixed, adaptive (Nutch's rule), or a plan.
+REVISIT_POLICIES = ("fixed", "adaptive", "uniform", "proportional", "sqrt", "freshness", "age")
+
+
+def _check_continuous(cfg: CrawlConfig) -> None:
+    """The continuous-crawling settings: a known policy, positive budget and intervals in
+    order, a similarity threshold in (0, 1]."""
+    if cfg.revisit_policy not in REVISIT_POLICIES:
+        raise _bad("revisit_policy", cfg.revisit_policy, f"one of {', '.join(REVISIT_POLICIES)}")
+    for name in ("revisit_budget_pages_s", "revisit_min_interval_s", "revisit_max_interval_s",
+                 "revisit_fixed_interval_s", "revisit_expected_urls", "revisit_replan_s",
+                 "revisit_burst_s"):
+        value = _number(cfg, name)
+        if not value > 0 or math.isinf(value):
+            raise _bad(name, value, "must be a finite number > 0")
+    if cfg.revisit_min_interval_s > cfg.revisit_max_interval_s:
+        raise _bad("revisit_min_interval_s", cfg.revisit_min_interval_s,
+                   f"must be <= revisit_max_interval_s ({cfg.revisit_max_interval_s:g})")
+    if not 0 < _number(cfg, "revisit_similarity_threshold") <= 1:
+        raise _bad("revisit_similarity_threshold", cfg.revisit_similarity_threshold,
+                   "must be in (0, 1]")
+    if not isinstance(cfg.continuous, bool):
+        raise _bad("continuous", cfg.continuous, "true or false")

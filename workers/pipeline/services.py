@@ -16,6 +16,7 @@ from frontier.scope import Scope
 from frontier.urls import ParamStripper
 from workers.fetch import Fetcher
 from workers.pipeline.caches import HostVerdicts, SeenMemo
+from workers.pipeline.revisit_state import VisitStore
 from workers.storage.warc import WarcWriter
 
 
@@ -33,3 +34,5 @@ class PipelineServices(Protocol):
     seen: SeenMemo | None
     dedup: DedupService
     warc: WarcWriter | None
+    #: Per-URL visit histories and states (continuous crawling only, else None).
+    visits: VisitStore | None

@@ -29,6 +29,7 @@ from frontier.useragent import user_agent
 from workers.dns.pool import worker_resolver
 from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
+from workers.pipeline.revisit_state import VisitStore
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
 from workers.storage.jsonl import RecordWriter
 from workers.storage.warc import WarcWriter, crawl_warcinfo
@@ -102,6 +103,7 @@ class WorkerContext:
                                                         self.user_agent))
                      if cfg.store_warc else None)
         self.records = RecordWriter(out / "records" / f"{self.worker_id}.jsonl")
+        self.visits = VisitStore(self.client, cfg) if cfg.continuous else None
 
     def close(self) -> None:
         if self.warc:
