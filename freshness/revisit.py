@@ -1,0 +1,212 @@
+"""The per-URL revisit planner (issue 19): when to visit a page next, from its visit history.
+
+A crawl cannot re-plan a million pages at every fetch. So the planner splits the batch plan
+(freshness/policies.py) in two: ``replan`` takes the current rate estimates of all tracked
+pages now and then and keeps the one crawl-wide number each policy needs (uniform: the count
+n; proportional: Σwλ; √λ: Σ√(wλ); freshness / age: the Lagrange multiplier μ); ``interval_s``
+then gives any single page's next interval in O(1) from its own history. Between replans
+the per-page frequencies are exactly those of ``plan()`` on the replanned rates.
+
+Before the first ``replan`` the planner is uniform over ``RevisitSettings.assumed_pages``
+pages (each page every assumed_pages/budget seconds), whatever the policy: it has no rates yet.
+
+Rates: ``rate_of`` is the estimate a policy uses (``estimate_of`` says how it was reached):
+Last-Modified where the history trusts the server's dates (``VisitHistory.lm_trusted``), else
+the interval MLE; both shrunk toward the prior (the settings' or the one ``use_prior`` gave,
+e.g. the host's pooled rate) as a gamma posterior mode. An estimate is trusted when its relative
+standard error is at most ``estimators.MAX_REL_ERROR`` and it is not saturated; untrusted
+estimates are still used (the prior is what makes them usable): the flag is for logs and counts.
+
+Units: whatever clock the caller keeps histories in (seconds); the budget is in visits per
+second of that clock for the whole page set the planner covers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+from freshness.adaptive import NUTCH, AdaptiveRule
+from freshness.estimators import MAX_REL_ERROR, Estimate, Kind, Prior
+from freshness.history import VisitHistory
+from freshness.policies import PlanError, Policy, frequencies
+from freshness.solver import frequencies_at
+
+
+class RevisitPolicy(StrEnum):
+    FIXED = "fixed"
+    UNIFORM = "uniform"
+    PROPORTIONAL = "proportional"
+    SQRT = "sqrt"
+    FRESHNESS = "freshness"
+    AGE = "age"
+    ADAPTIVE = "adaptive"  # Nutch / StormCrawler's multiply rule: no estimates
+
+
+@dataclass(frozen=True)
+class RevisitSettings:
+    """How a crawl revisits. ``fixed_interval_s`` is required by the fixed policy; the
+    adaptive policy starts a page at it too (default: the uniform interval n/budget)."""
+
+    policy: RevisitPolicy = RevisitPolicy.FRESHNESS
+    budget_per_s: float = 1.0
+    fixed_interval_s: float | None = None
+    min_interval_s: float = 60.0
+    max_interval_s: float = 30 * 86400.0
+    adaptive: AdaptiveRule = field(default=NUTCH)
+    prior: Prior | None = None
+    #: Pages the planner assumes before its first replan (uniform over them).
+    assumed_pages: int = 1000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", RevisitPolicy(self.policy))
+        if not (math.isfinite(self.budget_per_s) and self.budget_per_s > 0):
+            raise ValueError(f"budget_per_s must be > 0, got {self.budget_per_s}")
+        if not 0 < self.min_interval_s <= self.max_interval_s < math.inf:
+            raise ValueError("need 0 < min_interval_s <= max_interval_s < inf, got "
+                             f"{self.min_interval_s} and {self.max_interval_s}")
+        if self.fixed_interval_s is not None and not self.fixed_interval_s > 0:
+            raise ValueError(f"fixed_interval_s must be > 0, got {self.fixed_interval_s}")
+        if self.policy is RevisitPolicy.FIXED and self.fixed_interval_s is None:
+            raise ValueError("the fixed policy needs fixed_interval_s")
+        if self.assumed_pages < 1:
+            raise ValueError(f"assumed_pages must be >= 1, got {self.assumed_pages}")
+
+
+@dataclass(frozen=True)
+class _Norm:
+    """What the last replan kept: the page count and the policy's crawl-wide number."""
+
+    pages: int
+    total: float = 0.0  # Σwλ (proportional) or Σ√(wλ) (sqrt)
+    mu: float | None = None  # freshness / age: None when no page changes (nothing to visit)
+
+
+class RevisitPlanner:
+    """Per-page revisit intervals under ``settings`` (see the module docstring)."""
+
+    def __init__(self, settings: RevisitSettings) -> None:
+        self.settings = settings
+        self._norm: _Norm | None = None
+        self._prior = settings.prior
+
+    @property
+    def replanned(self) -> bool:
+        return self._norm is not None
+
+    @property
+    def pages(self) -> int:
+        """The page count the uniform share is taken over."""
+        return self._norm.pages if self._norm else self.settings.assumed_pages
+
+    @property
+    def mu(self) -> float | None:
+        return self._norm.mu if self._norm else None
+
+    def use_prior(self, prior: Prior | None) -> None:
+        """Shrink estimates toward ``prior`` from now on (None: the settings' prior)."""
+        self._prior = prior if prior is not None else self.settings.prior
+
+    # -- the crawl-wide step --------------------------------------------------------------
+    def replan(self, rates: np.ndarray, weights: np.ndarray | None = None) -> None:
+        """Keep the normaliser of the policy for pages changing at ``rates`` (one per tracked
+        page, e.g. ``rate_of`` of each history) with importance ``weights`` (default 1)."""
+        lam = np.asarray(rates, dtype=float).ravel()
+        w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=float).ravel()
+        if lam.size == 0:
+            raise PlanError("replan needs the rates of at least one page")
+        if w.shape != lam.shape:
+            raise PlanError(f"{w.size} weights for {lam.size} rates")
+        if not (np.all(np.isfinite(lam)) and np.all(lam >= 0) and np.all(np.isfinite(w))
+                and np.all(w >= 0)):
+            raise PlanError("rates and weights must be finite and >= 0")
+        policy = self.settings.policy
+        if policy is RevisitPolicy.PROPORTIONAL:
+            self._norm = _Norm(lam.size, total=float(np.sum(w * lam)))
+        elif policy is RevisitPolicy.SQRT:
+            self._norm = _Norm(lam.size, total=float(np.sum(np.sqrt(w * lam))))
+        elif policy in (RevisitPolicy.FRESHNESS, RevisitPolicy.AGE):
+            _, mu = frequencies(Policy(policy.value), lam, w, self.settings.budget_per_s)
+            self._norm = _Norm(lam.size, mu=mu)
+        else:  # fixed, uniform, adaptive: only the count matters
+            self._norm = _Norm(lam.size)
+
+    # -- one page ---------------------------------------------------------------------------
+    def frequency(self, rate: float, weight: float = 1.0) -> float:
+        """Visits per second of a page changing at ``rate`` with importance ``weight``, under
+        the last replan (unclipped: what ``plan()`` gives that page). Adaptive: the uniform
+        share (the rule sets intervals itself, see ``interval_s``)."""
+        s, norm = self.settings, self._norm
+        if not (math.isfinite(rate) and rate >= 0 and math.isfinite(weight) and weight >= 0):
+            raise PlanError(f"rate and weight must be finite and >= 0, got {rate}, {weight}")
+        if s.policy is RevisitPolicy.FIXED:
+            assert s.fixed_interval_s is not None  # checked by the settings
+            return 1.0 / s.fixed_interval_s
+        if norm is None or s.policy in (RevisitPolicy.UNIFORM, RevisitPolicy.ADAPTIVE):
+            return s.budget_per_s / self.pages
+        if s.policy is RevisitPolicy.PROPORTIONAL:
+            score = weight * rate
+        elif s.policy is RevisitPolicy.SQRT:
+            score = math.sqrt(weight * rate)
+        else:
+            return self._optimal(rate, weight, norm.mu)
+        return s.budget_per_s * score / norm.total if norm.total > 0 else 0.0
+
+    def _optimal(self, rate: float, weight: float, mu: float | None) -> float:
+        if mu is None or rate <= 0 or weight <= 0:
+            return 0.0
+        # freshness: 0 when μλ/w >= 1 (changes too fast to be worth a visit at this budget)
+        f = frequencies_at(np.array([rate]), np.array([weight]), mu, self.settings.policy.value)
+        return float(f[0])
+
+    def estimate_of(self, history: VisitHistory | None) -> Estimate:
+        """The rate estimate of a page (see the module docstring for the rule)."""
+        prior = self._prior
+        if history is None or history.visits == 0:
+            return (Estimate(prior.rate, Kind.NO_DATA, math.inf) if prior
+                    else Estimate(0.0, Kind.NO_DATA, math.inf))
+        if history.lm_trusted():
+            alpha, beta = (prior.strength, prior.strength / prior.rate) if prior else (0.0, 0.0)
+            changes, exposure = history.x_lm + alpha, history.lm_exposure_s + beta
+            if exposure > 0 and changes > 0:
+                kind = Kind.POINT if history.x_lm else Kind.NO_CHANGE
+                return Estimate(changes / exposure, kind, 1.0 / math.sqrt(changes))
+            if exposure > 0:
+                return Estimate(0.0, Kind.NO_CHANGE, math.inf)
+        return history.mle(prior)
+
+    def rate_of(self, history: VisitHistory | None) -> float:
+        return self.estimate_of(history).rate
+
+    def trusted(self, history: VisitHistory | None) -> bool:
+        """Whether the page's estimate is good to ``MAX_REL_ERROR`` (for logs and counts)."""
+        e = self.estimate_of(history)
+        return e.kind is not Kind.SATURATED and e.rel_error <= MAX_REL_ERROR
+
+    def interval_s(self, history: VisitHistory | None, weight: float = 1.0,
+                   changed: bool | None = None) -> float:
+        """Seconds until the page's next visit: 1/f clipped to [min_interval_s,
+        max_interval_s]; a page the policy never visits (f = 0) gets max_interval_s.
+
+        Adaptive: the rule needs the page's current interval (``history.interval_s``; 0 or no
+        history: start at ``fixed_interval_s``, else the uniform interval) and whether the
+        visit just made found it ``changed`` (None: no new visit, keep the interval). The
+        caller stores the result back in ``history.interval_s`` (a float32 in the record)."""
+        s = self.settings
+        if s.policy is RevisitPolicy.ADAPTIVE:
+            current = history.interval_s if history is not None else 0.0
+            if current <= 0:
+                start = s.fixed_interval_s or self.pages / s.budget_per_s
+                return self._clip(start)
+            if changed is None:
+                return self._clip(current)
+            return self._clip(s.adaptive.next_interval(current, changed))
+        f = self.frequency(self.rate_of(history), weight)
+        return self._clip(1.0 / f) if f > 0 else s.max_interval_s
+
+    def _clip(self, interval_s: float) -> float:
+        return min(max(interval_s, self.settings.min_interval_s), self.settings.max_interval_s)
+
