@@ -27,6 +27,8 @@ def settings_from_args(args: argparse.Namespace) -> dict[str, Any]:
             data[name] = json.loads(value)
         except json.JSONDecodeError:
             data[name] = value
+    if getattr(args, "continuous", False):
+        data["continuous"] = True
     for name, attr in (("partitions", "partitions"), ("max_pages", "max_pages"),
                        ("max_depth", "max_depth"), ("host_delay_s", "delay"),
                        ("ip_concurrency", "ip_concurrency"), ("output_dir", "output"),

@@ -31,6 +31,7 @@ from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
 from workers.pipeline.revisit_state import VisitStore
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
+from workers.runtime.revisit_plans import PlanCache
 from workers.storage.jsonl import RecordWriter
 from workers.storage.warc import WarcWriter, crawl_warcinfo
 
@@ -104,6 +105,7 @@ class WorkerContext:
                      if cfg.store_warc else None)
         self.records = RecordWriter(out / "records" / f"{self.worker_id}.jsonl")
         self.visits = VisitStore(self.client, cfg) if cfg.continuous else None
+        self.plans = PlanCache(self.client, cfg) if cfg.continuous else None
 
     def close(self) -> None:
         if self.warc:
