@@ -273,10 +273,13 @@ class CrawlConfig:
     #: (budget / partitions) through a token bucket in Redis. New URLs use the rest of the
     #: politeness capacity.
     revisit_budget_pages_s: float = 10.0
-    #: Bounds on any URL's revisit interval.
+    #: Shortest revisit interval of any URL.
     revisit_min_interval_s: float = 60.0
+    #: Longest revisit interval (a page a policy never visits, a failed revisit, gets it).
     revisit_max_interval_s: float = 30 * 86400.0
-    #: The interval of the fixed policy, and of every policy until a plan exists.
+    #: The interval of the fixed policy, and the adaptive rule's first interval. Before
+    #: their partition's first replan, the other policies share the budget uniformly over
+    #: revisit_expected_urls.
     revisit_fixed_interval_s: float = 86400.0
     #: Estimated Jaccard similarity of a page's main text to its last version at or above
     #: which a page whose bytes changed counts as unchanged (a date or counter line).
