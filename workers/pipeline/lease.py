@@ -222,8 +222,7 @@ def _fetched(
     outcome = (Outcome.TRUNCATED if cut not in (None, "length") and 200 <= status < 300
                else Outcome.FETCHED)
     result = LeaseResult(Completion(lease, next_allowed, outcome))
-    warc_ref = write_warc(ctx, lease, res, prior) if ctx.warc else None
-    page = _Page(warc_ref, prior=prior)
+    page = _Page(write_warc(ctx, lease, res, prior) if ctx.warc else None, prior=prior)
     dup: DedupResult | None = None
     _count_cut(result.counters, res)
     if res.error == "content_type_skipped":
