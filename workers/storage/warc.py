@@ -262,7 +262,8 @@ class WarcWriter:
             self._open_new()
 
     def _encode_fetch(self, result: FetchResult, warcinfo_id: str, filename: str,
-                      build: Callable[..., FetchRecords], extra: tuple[Any, ...],
+                      build: Callable[..., FetchRecords] = fetch_records,
+                      extra: tuple[Any, ...] = (),
                       ) -> tuple[bytes, bytes, tuple[str, str] | None]:
         """The compressed response and request records of one fetch (one gzip member each),
         and the response's index line but its offset (None: no index, or no key)."""
