@@ -102,8 +102,3 @@ class Revisits:
             pipe.command("zcount", store.keys.revisits(p), "-inf", repr(now))
         raw = pipe.execute()
         return ScheduleStatus(sum(int(x) for x in raw[::2]), sum(int(x) for x in raw[1::2]))
-
-    def members(self, partition: int) -> dict[str, float]:
-        """``"host\\tdepth url"`` -> next visit time of one partition (tests, planning)."""
-        raw = self.store.r.zrange(self.store.keys.revisits(partition), 0, -1, withscores=True)
-        return {text(m): float(t) for m, t in raw}

@@ -15,9 +15,12 @@ from workers.pipeline.lease import process_leases
 from workers.runtime import context
 from workers.runtime.completion import apply_results
 
-#: A small changing web: 3600x (a simulated hour per wall second), every kind of host.
+#: A small changing web: 3600x (a simulated hour per wall second), every kind of host; a
+#: changing page changes every 1 min to 6 h simulated (17 ms to 6 s wall), so a test's
+#: revisits see changes, half of them date-line only.
 CHANGING = SandboxConfig(seed=3, hosts=12, pages_per_host=10, ips=3, changes=True,
-                         change_share=0.7, etag_share=0.5, last_modified_share=0.5,
+                         change_share=0.7, cosmetic_share=0.5, etag_share=0.5,
+                         last_modified_share=0.5, change_max_interval_s=6 * 3600.0,
                          wrong_lm_share=0.2, time_acceleration=3600.0, slow_page_s=0.1,
                          robots_slow_s=0.1, hang_s=1.0, crawl_delay_s=0.1)
 

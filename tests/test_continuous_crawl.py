@@ -34,9 +34,12 @@ from sandbox.change_model import ChangeModel
 from tests.continuouskit import CHANGING, continuous_config, crawl_for
 from tests.webs import SandboxWebs
 from workers.cli.crawl import init_crawl
+from workers.cluster.revisits import RevisitOwner
+from workers.pipeline.revisit_state import VisitStore
+from workers.runtime.revisit_plans import planner_from, planner_settings
 
-#: Revisits a second, crawl-wide; 4 partitions of 0.75 each.
-BUDGET = 3.0
+#: Revisits a second, crawl-wide; 4 partitions of 1 each.
+BUDGET = 4.0
 PARTITIONS = 4
 CRAWL_S = 20.0
 
@@ -61,9 +64,11 @@ class Crawl:
         out = []
         for path in sorted(glob.glob(str(self.out / "warc" / "*.warc.gz"))):
             with open(path, "rb") as fh:
-                for rec in ArchiveIterator(fh):
+                records = ArchiveIterator(fh)
+                for rec in records:
                     h = rec.rec_headers
                     out.append({"type": rec.rec_type, "uri": h.get_header("WARC-Target-URI"),
+                                "file": Path(path).name, "offset": records.get_record_offset(),
                                 "id": h.get_header("WARC-Record-ID"),
                                 "to": h.get_header("WARC-Concurrent-To"),
                                 "date": h.get_header("WARC-Date"),
@@ -110,7 +115,7 @@ def test_304_path(crawl: Crawl) -> None:
     not_modified = [r for r in crawl.records if r.get("status") == 304]
     assert len(not_modified) >= 5, "too few 304s to judge"
     for r in not_modified:
-        assert r["revisit"] and r["outcome"] == "revisits" and r["bytes"] == 0
+        assert r.get("revisit") and r["outcome"] == "revisits" and r["bytes"] == 0, r
         assert r["change"] == {"changed": False, "by": "not_modified"}
         assert r["conditional"], r
     st = crawl.frontier.stats()
@@ -118,7 +123,6 @@ def test_304_path(crawl: Crawl) -> None:
     warc = crawl.warc_records()
     by_id = {w["id"]: w for w in warc}
     requests = {w["to"]: w for w in warc if w["type"] == "request"}
-    etags = {w["uri"]: w["http"].get("ETag") for w in warc if w["type"] == "response"}
     sent = 0
     for w in warc:
         if w["type"] == "revisit" and w["status"] == "304":
@@ -126,8 +130,10 @@ def test_304_path(crawl: Crawl) -> None:
             assert w["body"] == 0
             req = requests[w["id"]]["http"]
             assert "If-None-Match" in req or "If-Modified-Since" in req
-            if etags.get(w["uri"]) and "If-None-Match" in req:
-                assert req["If-None-Match"] == etags[w["uri"]]  # verbatim
+            last = [f for f in warc if f["type"] == "response" and f["uri"] == w["uri"]
+                    and f["date"] < w["date"]][-1]  # the copy the validator came from
+            if last["http"].get("ETag"):
+                assert req["If-None-Match"] == last["http"]["ETag"]  # verbatim
                 sent += 1
     assert sum(1 for w in by_id.values() if w["type"] == "revisit" and w["status"] == "304") \
         == len(not_modified)
@@ -137,7 +143,8 @@ def test_304_path(crawl: Crawl) -> None:
 def test_change_detection_against_ground_truth(crawl: Crawl) -> None:
     """Between two visits: a page whose only changes were its date line is unchanged (by the
     similarity test: its digest differs, the negative control), a page whose text changed is
-    changed. Pairs with a change within 50 ms of a visit are left out (clock race)."""
+    changed. Pairs with a change during either fetch are left out (which version was
+    served is then unknown)."""
     model = _model(crawl)
     cosmetic, content, quiet = [], [], []
     for url, visits in crawl.by_url().items():
@@ -146,9 +153,11 @@ def test_change_detection_against_ground_truth(crawl: Crawl) -> None:
             if cur.get("status") != 200 or not cur.get("revisit"):
                 continue
             t0, t1 = prev["fetched_at"], cur["fetched_at"]
-            edges = model.change_times(url, t0 - 0.05, t0 + 0.05, cosmetic=True) + \
-                model.change_times(url, t1 - 0.05, t1 + 0.05, cosmetic=True)
-            if edges:
+            # the server took its time between a fetch's start and its end: a change then
+            # leaves the version served unknown here
+            if any(model.change_times(url, r["fetched_at"] - 0.002,
+                                      r["fetched_at"] + r["elapsed_s"] + 0.002, cosmetic=True)
+                   for r in (prev, cur)):
                 continue
             real = model.changes_between(url, t0, t1)
             every = model.changes_between(url, t0, t1, cosmetic=True)
@@ -192,8 +201,12 @@ def test_warc_revisit_records(crawl: Crawl) -> None:
         earlier = [f for f in full[w["uri"]] if f["date"] < w["date"]]
         assert earlier and earlier[-1]["payload"] == w["payload"]
         assert earlier[-1]["date"][:19] == w["refers_date"][:19]
-    unchanged_200 = sum(1 for r in crawl.records if r.get("change", {}).get("by") == "digest")
-    assert len(identical) == unchanged_200
+    kinds = {(w["file"], w["offset"]): w["type"] for w in warc}
+    same = [r for r in crawl.records if r.get("change", {}).get("by") == "digest"]
+    wrong = [(r, kinds.get(tuple(r["warc"]))) for r in same
+             if kinds.get(tuple(r["warc"])) != "revisit"]
+    assert same and not wrong, wrong
+    assert len(identical) == len(same)
     lines = [json.loads(line.split(" ", 2)[2])
              for f in glob.glob(str(crawl.out / "warc" / "*.cdxj*"))
              for line in Path(f).read_text().splitlines()]
@@ -235,3 +248,30 @@ def test_dedup_never_flags_a_page_as_its_own_copy(crawl: Crawl) -> None:
     revisits = [r for r in crawl.records if r.get("revisit")]
     assert revisits
     assert not [r for r in revisits if r.get("dup_of") == r["url"]]
+
+
+def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:
+    """An owner's replan under the freshness policy stores the partition's plan for the
+    workers and moves each scheduled URL to its last visit + its new interval, and never puts
+    back a URL that left the schedule meanwhile (ZADD XX: the one-place invariant)."""
+    fr = crawl.frontier
+    cfg = fr.config.replace(revisit_policy="freshness")
+    owner = RevisitOwner(Frontier(fr.r, cfg))
+    p = max(range(PARTITIONS), key=lambda q: fr.r.zcard(fr.keys.revisits(q)))
+    key = fr.keys.revisits(p)
+    before = {m: t for m, t in fr.r.zrange(key, 0, -1, withscores=True)}
+    assert len(before) >= 2
+    gone = next(iter(before))
+    fr.r.zrem(key, gone)  # as if promoted into its host queue just now
+    moved = owner.replan(p)
+    after = {m: t for m, t in fr.r.zrange(key, 0, -1, withscores=True)}
+    assert gone not in after and set(after) == set(before) - {gone}
+    assert moved == len(after)
+    plan = planner_from(planner_settings(cfg), fr.r.get(fr.keys.revisit_plan(p)))
+    assert plan.replanned and plan.mu is not None
+    store = VisitStore(fr.r, cfg)
+    for member, due in after.items():
+        url = Entry.decode(member.decode().split("\t", 1)[1]).url
+        (history,) = store.history_store(p).get_many([url])
+        assert history is not None
+        assert due == pytest.approx(history.last_visit_s + plan.interval_s(history))

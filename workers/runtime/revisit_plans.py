@@ -17,6 +17,7 @@ import time
 import redis
 
 from freshness.adaptive import AdaptiveRule
+from freshness.estimators import Prior
 from freshness.revisit import RevisitPlanner, RevisitSettings, _Norm
 from frontier.config import CrawlConfig
 from frontier.keys import Keys
@@ -29,9 +30,14 @@ PLAN_READ_EVERY_S = 10.0
 
 
 def planner_settings(cfg: CrawlConfig) -> RevisitSettings:
-    """One partition's planner: its share of the budget, the crawl's bounds and policy."""
+    """One partition's planner: its share of the budget, the crawl's bounds and policy, and a
+    weak prior (one change per revisit_fixed_interval_s, as strong as one observed change):
+    without one a page with no history yet has rate 0, which the estimator-driven policies
+    never visit, so its rate would never be learned. (A pooled prior per host or site
+    section, as docs/freshness.md describes, is not kept yet.)"""
     share = cfg.revisit_budget_pages_s / cfg.partitions
     return RevisitSettings(
+        prior=Prior(1.0 / cfg.revisit_fixed_interval_s, 1.0),
         policy=cfg.revisit_policy, budget_per_s=share,
         fixed_interval_s=cfg.revisit_fixed_interval_s,
         min_interval_s=cfg.revisit_min_interval_s, max_interval_s=cfg.revisit_max_interval_s,

@@ -57,8 +57,8 @@ def plan_visits(ctx: Any, results: list[tuple[LeaseResult, str | None]],
             history = _observed(visit)
             planner = ctx.plans.planner(c.lease.partition)
             adaptive = planner.settings.policy is RevisitPolicy.ADAPTIVE
-            interval = planner.interval_s(visit.prior.history if adaptive and visit.prior
-                                          else history,
+            # the adaptive rule reads the interval the history carries (observe keeps it)
+            interval = planner.interval_s(history,
                                           changed=visit.decision.changed if adaptive else None)
             history = replace(history, interval_s=interval)
             res.completion = replace(c, revisit_at=now + interval)
