@@ -124,7 +124,10 @@ def revisit_profile(lease: Lease, res: FetchResult, prior: PriorVisit | None
         return None
     if res.status == 304:
         return RevisitProfile.SERVER_NOT_MODIFIED
-    if (res.status is not None and 200 <= res.status < 300 and res.body and res.cut_reason is None
+    # a body cut at max_body_bytes is cut the same way each time: the same bytes are the
+    # same payload as the earlier (truncated) copy, as the change decision also says
+    if (res.status is not None and 200 <= res.status < 300
+            and res.cut_reason in (None, "length")
             and body_digest(res.body) == prior.history.digest):
         return RevisitProfile.IDENTICAL_PAYLOAD
     return None
