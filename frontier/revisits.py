@@ -8,9 +8,10 @@ promotion moves it from ``rv`` into the queue; acquire and reap move it between 
 a lease as any URL. So the schedule survives a worker's death like the rest of the frontier.
 
 How revisits and new URLs share the crawl (docs/freshness.md): revisits have their budget,
-``revisit_budget_pages_s`` crawl-wide, split evenly over the partitions (a token bucket per
-partition, in Redis, so the cap holds whichever worker owns it); new URLs have the rest of the
-politeness capacity. A promoted revisit goes to the head of its host queue, ahead of new URLs.
+``revisit_budget_pages_s`` crawl-wide, split over the partitions in proportion to their
+scheduled URLs (a token bucket per partition, in Redis, so the cap holds whichever worker owns
+it); new URLs have the rest of the politeness capacity. A promoted revisit goes to the head
+of its host queue, ahead of new URLs.
 """
 
 from __future__ import annotations
@@ -71,23 +72,35 @@ class Revisits:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    @property
-    def share_pages_s(self) -> float:
-        """One partition's share of the crawl's revisit budget (revisits a second)."""
-        cfg = self.store.config
-        return cfg.revisit_budget_pages_s / cfg.partitions
+    def shares(self) -> dict[int, float]:
+        """Each partition's share of the revisit budget (revisits a second): the budget split
+        in proportion to the URLs in the partitions' schedules (evenly while none are), so
+        a partition with few tracked URLs does not sit on budget the others need. One
+        pipeline of ZCARDs; the owners re-read it every few seconds."""
+        store = self.store
+        budget = store.config.revisit_budget_pages_s
+        pipe = store.pipeline()
+        for p in range(store.partitions):
+            pipe.command("zcard", store.keys.revisits(p))
+        sizes = [int(x) for x in pipe.execute()]
+        total = sum(sizes)
+        if not total:
+            return dict.fromkeys(range(store.partitions), budget / store.partitions)
+        return {p: budget * n / total for p, n in enumerate(sizes)}
 
     def promote(self, partitions: Iterable[int] | Mapping[int, str],
-                now: float | None = None) -> dict[int, PromoteReply]:
-        """Move due revisits of ``partitions`` into their host queues (one pipeline).
-        The caller owns them (the scheduler's step); returns each partition's reply."""
+                rates: Mapping[int, float], now: float | None = None
+                ) -> dict[int, PromoteReply]:
+        """Move due revisits of ``partitions`` into their host queues (one pipeline), each
+        within its token bucket refilled at ``rates[p]`` a second (:meth:`shares`). The
+        caller owns them (the scheduler's step); returns each partition's reply."""
         store = self.store
         now = time.time() if now is None else now
-        rate = self.share_pages_s
-        burst = max(1.0, rate * store.config.revisit_burst_s)
         parts = list(partitions)
         pipe = store.pipeline()
         for p in parts:
+            rate = rates[p]
+            burst = max(1.0, rate * store.config.revisit_burst_s)
             call = PromoteCall(store.keys.prefix(p), now, store.mode, rate, burst, MAX_PROMOTE)
             pipe.script(_PROMOTE, [store.keys.ready(p)], call.encode())
         return {p: PromoteReply.decode(raw) for p, raw in zip(parts, pipe.execute(), strict=True)}

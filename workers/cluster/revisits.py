@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 PROMOTE_EVERY_S = 0.1
 #: Most scheduled URLs one replan reads per partition (a sample beyond it).
 REPLAN_MAX_URLS = 200_000
+#: How often the partitions' shares of the budget are re-read (their schedules' sizes). Not
+#: a setting: shares follow the schedules' slow growth; the sum is the budget at any time.
+SHARES_EVERY_S = 5.0
 
 
 class RevisitOwner:
@@ -43,6 +47,8 @@ class RevisitOwner:
         self.store = VisitStore(frontier.r, frontier.config)
         self.settings = planner_settings(frontier.config)
         self._promoted_at = 0.0
+        self._shares: dict[int, float] = {}
+        self._shares_at = -SHARES_EVERY_S
         self._replanned: dict[int, float] = {}
         self.promoted = 0
 
@@ -52,8 +58,10 @@ class RevisitOwner:
         if now - self._promoted_at < PROMOTE_EVERY_S or not owners:
             return {}
         self._promoted_at = now
+        if now - self._shares_at >= SHARES_EVERY_S:
+            self._shares, self._shares_at = self.frontier.revisits.shares(), now
         woke: dict[int, float] = {}
-        for p, reply in self.frontier.revisits.promote(owners, now).items():
+        for p, reply in self.frontier.revisits.promote(owners, self._shares, now).items():
             self.promoted += reply.promoted
             if reply.promoted:
                 woke[p] = reply.woke if reply.woke is not None else now
@@ -75,7 +83,9 @@ class RevisitOwner:
             return 0
         urls = [Entry.decode(m.split("\t", 1)[1]).url for m in members]
         histories = self.store.history_store(partition).get_many(urls)
-        planner = planner_from(self.settings, None)
+        share = self._shares.get(partition) or (
+            self.config.revisit_budget_pages_s / self.config.partitions)
+        planner = planner_from(replace(self.settings, budget_per_s=share), None)
         known = [(m, h) for m, h in zip(members, histories, strict=True) if h is not None]
         if not known:
             return 0

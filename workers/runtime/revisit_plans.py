@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import replace
 
 import redis
 
@@ -50,7 +51,8 @@ def plan_json(planner: RevisitPlanner) -> str:
     norm = planner._norm
     if norm is None:
         return "{}"
-    return json.dumps({"pages": norm.pages, "total": norm.total, "mu": norm.mu})
+    return json.dumps({"pages": norm.pages, "total": norm.total, "mu": norm.mu,
+                       "budget": planner.settings.budget_per_s})
 
 
 def planner_from(settings: RevisitSettings, raw: bytes | str | None) -> RevisitPlanner:
@@ -60,6 +62,9 @@ def planner_from(settings: RevisitSettings, raw: bytes | str | None) -> RevisitP
         try:
             d = json.loads(raw)
             if d:
+                # the partition's share when the owner planned (its schedule's share)
+                planner = RevisitPlanner(replace(settings, budget_per_s=float(d["budget"])))
+                # the planner has no setter for its plan: this module is its other half
                 planner._norm = _Norm(int(d["pages"]), float(d["total"]),
                                       None if d["mu"] is None else float(d["mu"]))
         except (ValueError, KeyError, TypeError) as exc:
