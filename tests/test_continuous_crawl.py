@@ -16,16 +16,19 @@ import glob
 import itertools
 import json
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
 from warcio.archiveiterator import ArchiveIterator
 
+from dedup.service import DedupService
 from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
@@ -245,10 +248,22 @@ def test_revisits_skip_the_bloom_filter(crawl: Crawl) -> None:
 
 
 def test_dedup_never_flags_a_page_as_its_own_copy(crawl: Crawl) -> None:
-    """No revisit is recorded as an exact or near duplicate of its own URL."""
+    """No revisit is recorded as an exact or near duplicate of its own URL; the control: the
+    same page's text under another URL is a duplicate of it."""
     revisits = [r for r in crawl.records if r.get("revisit")]
     assert revisits
-    assert not [r for r in revisits if r.get("dup_of") == r["url"]]
+    assert not [r for r in revisits if r.get("dup_kind") in ("exact", "near")
+                and r.get("dup_of") == r["url"]]
+    url = next(r["url"] for r in revisits if r.get("status") == 200
+               and r.get("content_type") == "text/html")
+    body = urllib.request.urlopen(urllib.request.Request(
+        url.replace(host_of(url), f"{crawl.web.resolver_map[urlsplit(url).hostname]}:"
+                    f"{crawl.web.port}"), headers={"Host": host_of(url)}), timeout=5).read()
+    dedup = DedupService(crawl.frontier.r, crawl.frontier.config.namespace,
+                         crawl.frontier.config.dedup_config())
+    copy = dedup.check(url + "?copy", host_of(url), body, record=False)
+    assert copy.kind in ("exact", "near") and copy.canonical_url is not None
+    assert dedup.check(url, host_of(url), body, record=False).canonical_url != url
 
 
 def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:

@@ -62,15 +62,24 @@ def test_schedule_survives_a_worker_sigkill(tmp_path: Path, redis_server: Embedd
         try:
             _wait(lambda: frontier.stats().get("revisits", 0) >= 20, 60, "revisits before the kill")
             victim = pool.procs[0]
+            theirs = [p for p, o in enumerate(frontier.partition_owners())
+                      if o and o.startswith("w0-")]
+            assert theirs, frontier.partition_owners()
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
             before = frontier.stats().get("revisits", 0)
+            promoted = sum(frontier.partition_stats()[p].get("revisits_promoted", 0)
+                           for p in theirs)
             killed_at = time.monotonic()
             # the dead worker's partitions move after partition_ttl_s, its leases come back
             _wait(lambda: None not in frontier.partition_owners()
                   and len(set(frontier.partition_owners())) == 1, 30, "the takeover")
             _wait(lambda: frontier.stats().get("revisits", 0) >= before + 30, 40,
                   "revisits after the kill")
+            # the dead worker's partitions go on promoting under their new owner
+            _wait(lambda: sum(frontier.partition_stats()[p].get("revisits_promoted", 0)
+                              for p in theirs) > promoted, 20,
+                  "revisits in the dead worker's partitions")
             print(json.dumps({"revisits_before_kill": before,
                               "after": frontier.stats().get("revisits", 0),
                               "takeover_and_30_s": round(time.monotonic() - killed_at, 1)}))
