@@ -23,6 +23,7 @@ from frontier.config_checks import (
     ConfigError,
     _bad,
     _check_choices,
+    _check_continuous,
     _check_numbers,
 )
 from frontier.useragent import DEFAULT_CONTACT
@@ -260,6 +261,37 @@ class CrawlConfig:
     #: crawl starts (all workers must use the same).
     dedup_settings: dict[str, Any] = field(default_factory=dict)
 
+    # --- continuous crawling (freshness/) ----------------------------------------------
+    #: Keep the crawl alive: every page fetched comes back for revisits (a per-partition
+    #: schedule in Redis), conditional GETs, change detection (docs/freshness.md).
+    continuous: bool = False
+    #: How revisit intervals are chosen: fixed (revisit_fixed_interval_s), or a policy of
+    #: freshness/policies.py over the URLs' estimated change rates (uniform, proportional,
+    #: sqrt, freshness, age) or Nutch's adaptive rule (adaptive).
+    revisit_policy: str = "fixed"
+    #: Revisits per second, crawl-wide; each partition may promote its share
+    #: (budget / partitions) through a token bucket in Redis. New URLs use the rest of the
+    #: politeness capacity.
+    revisit_budget_pages_s: float = 10.0
+    #: Shortest revisit interval of any URL.
+    revisit_min_interval_s: float = 60.0
+    #: Longest revisit interval (a page a policy never visits, a failed revisit, gets it).
+    revisit_max_interval_s: float = 30 * 86400.0
+    #: The interval of the fixed policy, and the adaptive rule's first interval. Before
+    #: their partition's first replan, the other policies share the budget uniformly over
+    #: revisit_expected_urls.
+    revisit_fixed_interval_s: float = 86400.0
+    #: Estimated Jaccard similarity of a page's main text to its last version at or above
+    #: which a page whose bytes changed counts as unchanged (a date or counter line).
+    revisit_similarity_threshold: float = 0.8
+    #: URLs the per-URL histories are sized for, crawl-wide (their Redis hashes stay small;
+    #: fixed for the life of the crawl: it places each URL's record).
+    revisit_expected_urls: int = 1_000_000
+    #: Each partition owner replans its revisit intervals this often.
+    revisit_replan_s: float = 60.0
+    #: Seconds of its budget a partition's token bucket may save up (bursts).
+    revisit_burst_s: float = 2.0
+
     # --- output --------------------------------------------------------------------------
     #: Directory of the WARC files (warc/) and JSONL records (records/), on each worker's host.
     output_dir: str = "trawl-out"
@@ -295,6 +327,7 @@ class CrawlConfig:
         if self.fetch_lease_s <= 0:
             self.fetch_lease_s = 2 * self.total_timeout_s + 5.0
         _check_choices(self)
+        _check_continuous(self)
         self.dedup_config()
         if self.host_delay_s < 1.0 and not self.allow_private_ips:
             log.warning("host_delay_s=%.3f is under 1 s: that is going to disturb people on the "

@@ -32,7 +32,9 @@ POSITIVE = (
     "read_timeout_s", "total_timeout_s", "max_body_bytes", "bloom_capacity", "max_redirects",
     "max_links_per_page", "robots_ttl_s", "partition_ttl_s", "fetch_concurrency",
     "lease_keep_s", "dns_timeout_s", "partition_sweep_s", "worker_redis_connections",
-    "warc_max_bytes", "pipeline_threads",
+    "warc_max_bytes", "pipeline_threads", "revisit_budget_pages_s", "revisit_min_interval_s",
+    "revisit_max_interval_s", "revisit_fixed_interval_s", "revisit_similarity_threshold",
+    "revisit_expected_urls", "revisit_replan_s", "revisit_burst_s",
 )
 #: Settings that must be >= 0 (0 turns a delay or a limit off, or is a valid count).
 NON_NEGATIVE = (
@@ -107,3 +109,25 @@ def _check_choices(cfg: CrawlConfig) -> None:
     if not cfg.user_agent_contact.startswith(("http://", "https://", "mailto:")):
         raise _bad("user_agent_contact", cfg.user_agent_contact,
                    "a contact URL (http(s):// or mailto:) is required so sites can reach you")
+
+
+#: Revisit policies (docs/freshness.md): fixed, adaptive (Nutch's rule), or a plan.
+REVISIT_POLICIES = ("fixed", "adaptive", "uniform", "proportional", "sqrt", "freshness", "age")
+
+
+def _check_continuous(cfg: CrawlConfig) -> None:
+    """The continuous-crawling settings (their signs are in POSITIVE): a known policy, a
+    finite budget, intervals in order, a similarity threshold in (0, 1]."""
+    if cfg.revisit_policy not in REVISIT_POLICIES:
+        raise _bad("revisit_policy", cfg.revisit_policy, f"one of {', '.join(REVISIT_POLICIES)}")
+    for name in ("revisit_budget_pages_s", "revisit_max_interval_s"):
+        if math.isinf(_number(cfg, name)):
+            raise _bad(name, getattr(cfg, name), "must be finite")
+    if cfg.revisit_min_interval_s > cfg.revisit_max_interval_s:
+        raise _bad("revisit_min_interval_s", cfg.revisit_min_interval_s,
+                   f"must be <= revisit_max_interval_s ({cfg.revisit_max_interval_s:g})")
+    if not _number(cfg, "revisit_similarity_threshold") <= 1:
+        raise _bad("revisit_similarity_threshold", cfg.revisit_similarity_threshold,
+                   "must be in (0, 1]")
+    if not isinstance(cfg.continuous, bool):
+        raise _bad("continuous", cfg.continuous, "true or false")

@@ -43,6 +43,10 @@ class Outcome(StrEnum):
     DEFERRED = "deferred"
     #: the broker refused its task; back at the head
     UNSENT = "unsent"
+    #: a revisit (continuous crawling) ended: the URL is back in its revisit schedule, or
+    #: dropped from it (gone, now disallowed). Not final: the URL was accounted at its first
+    #: visit, so ``accounted`` still equals ``admitted``.
+    REVISITED = "revisits"
 
     @property
     def final(self) -> bool:
@@ -110,6 +114,7 @@ class CounterFamily:
 
 _LUA, _PIPE = "frontier/lua/", "workers/pipeline/lease.py"
 _DONE = _LUA + "complete.lua (the lease's outcome)"
+_REVISIT = "workers/runtime/visits.py"
 
 #: The fixed counters. Order: the summary's reading order, then the rest by writer.
 FIXED: tuple[CounterSpec, ...] = (
@@ -182,6 +187,21 @@ FIXED: tuple[CounterSpec, ...] = (
                 "workers/components/chain.py", Shown.TOTALS),
     CounterSpec("fenced", "completions refused: the partition had moved to another owner",
                 "workers/cluster/member.py", Shown.LINKS),
+    CounterSpec("revisits", "revisits done (continuous crawling): fetches of a tracked URL "
+                "after its first", _DONE),
+    CounterSpec("revisits_promoted", "revisits moved from the schedule into host queues",
+                _LUA + "promote_revisits.lua"),
+    CounterSpec("revisit_unchanged", "revisits that found no change (304, same digest, or "
+                "similar text)", _REVISIT),
+    CounterSpec("revisit_changed", "revisits that found the page changed", _REVISIT),
+    CounterSpec("revisit_not_modified", "revisits answered 304 Not Modified (no body)",
+                _REVISIT),
+    CounterSpec("revisit_similar", "unchanged revisits whose bytes changed but whose text "
+                "stayed similar (a date or counter line)", _REVISIT),
+    CounterSpec("revisit_failed", "revisits that failed (tried again at the longest interval)",
+                _REVISIT),
+    CounterSpec("revisit_dropped", "tracked URLs dropped from the schedule (gone, a redirect, "
+                "now disallowed)", _REVISIT),
     CounterSpec("seq", "the partition's last lease number", _LUA + "acquire.lua",
                 Shown.INTERNAL),
     CounterSpec("bloom_layer", "the partition's current Bloom layer", _LUA + "admit.lua",

@@ -12,6 +12,7 @@ in a module of its own, with the encoders and decoders of its scripts:
   partitions.py partition ownership and due hints              (claim, release_partition, take_due)
   hostcache.py  robots.txt and soft-404 caches per host
   partition_counters.py  the counters of each partition        (hget, hgetall, hincrby)
+  revisits.py   continuous crawling's revisit schedules        (promote_revisits; complete)
 
 Invariants (checked by tests/frontier/test_frontier.py):
   * a host is in the ready heap ``r`` iff its queue is non-empty and it holds no lease;
@@ -40,6 +41,7 @@ from frontier.leases import Leases
 from frontier.partition_counters import PartitionCounters
 from frontier.partitions import Partitions
 from frontier.records import AdmitLink, AdmitResult, Completion, Entry, Lease, ip_token
+from frontier.revisits import Revisits
 from frontier.scripts import QUEUE_MODE, Store
 from frontier.slotpipe import SlotPipeline
 
@@ -70,6 +72,8 @@ class Frontier:
         self._partitions = Partitions(store)
         self._caches = HostCaches(store)
         self._counters = PartitionCounters(store)
+        #: Continuous crawling's revisit schedules (frontier/revisits.py).
+        self.revisits = Revisits(store)
         #: Due hints: partition -> a time from which it may have a due host that its last
         #: acquire did not see (a completion or an admission since). A ZSET of its own slot.
         self.due_key = self._partitions.due_key

@@ -77,6 +77,14 @@ class Keys:
           sp:<host> STRING the host's soft-404 probe (workers/pipeline/soft404.py), with a TTL
           lm:<host> HASH url -> its sitemap lastmod (workers/pipeline/sitemaps.py), with a TTL
           bfprobe:<uuid> a process's short-lived probe for RedisBloom (frontier/redisbloom.py)
+          rv       ZSET "host\tdepth url" -> next visit time: the revisit schedule of
+                   continuous crawling (complete adds, promote_revisits moves due ones
+                   into host queues; frontier/revisits.py)
+          rvb      HASH the revisit token bucket: tokens, at (promote_revisits)
+          rvp      STRING the owner's revisit plan for the partition's workers (JSON)
+          fh:<n>   HASH 8-byte URL hash -> 64-byte visit history (freshness/store.py)
+          fv:<n>   HASH 8-byte URL hash -> validators and text sketch of the last visit
+                   (workers/pipeline/revisit_state.py); fvx the same for long ETags
         """
         return f"{self.ns}:{{{partition}}}:"
 
@@ -107,6 +115,13 @@ class Keys:
 
     def sitemap_lastmod(self, partition: int, host: str) -> str:
         return self.prefix(partition) + "lm:" + host
+
+    def revisits(self, partition: int) -> str:
+        """ZSET of the partition's revisit schedule (``rv``)."""
+        return self.prefix(partition) + "rv"
+
+    def revisit_plan(self, partition: int) -> str:
+        return self.prefix(partition) + "rvp"
 
     def bloom(self, partition: int) -> str:
         """Prefix of the Lua Bloom filter's layer bitmaps (append the layer number)."""

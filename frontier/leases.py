@@ -75,12 +75,17 @@ def decode_begin(raw: Sequence[Any]) -> list[bool]:
 
 def encode_complete(prefix: str, mode: str, completions: Iterable[Completion]) -> list[Any]:
     """lua/complete.lua's ARGV: prefix, mode, then per lease: lease id, host, next_allowed,
-    outcome, requeued entry ('' = none), 'h'/'t' (head/tail), score."""
+    outcome, requeued entry ('' = none), 'h'/'t' (head/tail), score, revisit time and the
+    tracked entry ('' and '': the URL is not put in the revisit schedule)."""
     argv: list[Any] = [prefix, mode]
     for c in completions:
         argv += [c.lease.lease_id, c.lease.host, repr(c.next_allowed), c.outcome,
                  c.requeue.encode() if c.requeue else "", "h" if c.at_head else "t",
                  repr(c.lease.score)]
+        if c.revisit_at is None:
+            argv += ["", ""]
+        else:
+            argv += [repr(c.revisit_at), Entry(c.lease.entry.url, c.lease.entry.depth).encode()]
     return argv
 
 

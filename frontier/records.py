@@ -20,10 +20,17 @@ class Entry:
     depth: int = 0
     attempts: int = 0
     hops: int = 0
+    #: A revisit of a page fetched before (continuous crawling, frontier/revisits.py): it
+    #: skipped the URL-seen test and goes ahead of new URLs in its host queue.
+    revisit: bool = False
 
     def encode(self) -> str:
-        """``"depth url"``, or ``"depth.attempts.hops url"`` once either is non-zero: the form
-        stored in host queues and leases (the Lua scripts split it at the first space)."""
+        """``"depth url"``, or ``"depth.attempts.hops url"`` once either is non-zero, and
+        ``"depth.attempts.hops.r url"`` for a revisit: the form stored in host queues and
+        leases (the Lua scripts split it at the first space; lua/promote_revisits.lua writes
+        the revisit form)."""
+        if self.revisit:
+            return f"{self.depth}.{self.attempts}.{self.hops}.r {self.url}"
         if self.attempts == 0 and self.hops == 0:
             return f"{self.depth} {self.url}"
         return f"{self.depth}.{self.attempts}.{self.hops} {self.url}"
@@ -32,8 +39,8 @@ class Entry:
     def decode(cls, text: str) -> Entry:
         head, _, url = text.partition(" ")
         if "." in head:
-            depth, attempts, hops = head.split(".")
-            return cls(url, int(depth), int(attempts), int(hops))
+            depth, attempts, hops, *flag = head.split(".")
+            return cls(url, int(depth), int(attempts), int(hops), flag == ["r"])
         return cls(url, int(head))
 
 
@@ -68,6 +75,9 @@ class Completion:
     outcome: Outcome
     requeue: Entry | None = None
     at_head: bool = False
+    #: Continuous crawling: the URL's next visit time, added to its partition's revisit
+    #: schedule by the same script that ends the lease (lua/complete.lua); None: not tracked.
+    revisit_at: float | None = None
 
 
 @dataclass(slots=True)

@@ -74,6 +74,10 @@ def test_good_dedup_settings_are_the_workers_dedup_config() -> None:
     ("host_cache_local_ttl_s", -1), ("soft404_threshold", 1.5), ("soft404_threshold", 0),
     ("retry_http_statuses", [503, 200]), ("retry_http_statuses", "503"),
     ("host_delay_s", "2"), ("warc_max_bytes", 0), ("max_depth", -1),
+    ("revisit_policy", "weekly"), ("revisit_budget_pages_s", 0),
+    ("revisit_budget_pages_s", float("inf")), ("revisit_similarity_threshold", 1.2),
+    ("revisit_min_interval_s", 10 ** 9), ("revisit_fixed_interval_s", -1),
+    ("continuous", "yes"),
 ])
 def test_bad_tunable_is_named(name: str, value: object) -> None:
     with pytest.raises(ConfigError, match=f"Setting {name}="):

@@ -40,8 +40,20 @@ def test_complete_encoding_and_due_reply() -> None:
     argv = encode_complete("p:", "z", [Completion(lease, 9.0, Outcome.FETCHED),
                                        Completion(lease, 9.0, Outcome.DEFERRED,
                                                   requeue=lease.entry, at_head=True)])
-    assert argv[:2] == ["p:", "z"] and len(argv) == 2 + 2 * 7
-    assert argv[2:9] == ["4", "a.test", "9.0", Outcome.FETCHED, "", "t", "-1.5"]
-    assert argv[13:16] == ["0 http://a.test/", "h", "-1.5"]
+    assert argv[:2] == ["p:", "z"] and len(argv) == 2 + 2 * 9
+    assert argv[2:11] == ["4", "a.test", "9.0", Outcome.FETCHED, "", "t", "-1.5", "", ""]
+    assert argv[15:20] == ["0 http://a.test/", "h", "-1.5", "", ""]
+    revisit = Lease(0, "5", "a.test", Entry("http://a.test/", 2, 1, 0, revisit=True))
+    tracked = encode_complete("p:", "l", [Completion(revisit, 9.0, Outcome.REVISITED,
+                                                     revisit_at=12.5)])
+    # the schedule keeps the plain entry: promotion marks it a revisit again
+    assert tracked[-2:] == ["12.5", "2 http://a.test/"]
+
+
+def test_revisit_entries_round_trip() -> None:
+    e = Entry("http://a.test/x y", 3, 1, 2, revisit=True)
+    assert e.encode() == "3.1.2.r http://a.test/x y" and Entry.decode(e.encode()) == e
+    assert Entry.decode("3.0.0.r u").revisit and not Entry.decode("3.0.0 u").revisit
+    assert not Entry.decode("3 u").revisit
     assert DueReply.decode([[b"1", b"5"], b"-1"]) == ({1, 5}, None)
     assert DueReply.decode([[], b"3.25"]) == (set(), 3.25)

@@ -191,6 +191,14 @@ class WorkerPool:
         return sum(1 for p in self.procs if p.poll() is None)
 
 
+#: The summary's revisit lines of a continuous crawl: (line, counter or watcher figure).
+REVISIT_SUMMARY = (("scheduled", "revisits_scheduled"), ("due", "revisits_due"),
+                   ("done", "revisits"), ("unchanged", "revisit_unchanged"),
+                   ("not_modified_304", "revisit_not_modified"),
+                   ("similar", "revisit_similar"), ("changed", "revisit_changed"),
+                   ("failed", "revisit_failed"), ("dropped", "revisit_dropped"))
+
+
 def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
               partitions: int) -> dict[str, Any]:
     """The crawl's summary from its counters; what each line means: frontier/counters.py."""
@@ -202,6 +210,8 @@ def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
         "workers": workers,
         "partitions": partitions,
     })
+    if "revisits_scheduled" in stats:  # a continuous crawl
+        summary["revisits"] = {k: stats.get(name, 0) for k, name in REVISIT_SUMMARY}
     summary["errors"] = ERRORS.members(stats)
     summary["links"] = shown_in(stats, Shown.LINKS)
     summary["accounted"] = accounted(stats)
@@ -209,21 +219,32 @@ def summarize(stats: dict[str, int], elapsed_s: float, workers: int,
 
 
 class CrawlWatcher:
-    """Polls the crawl's counters; the crawl is done when nothing is queued or leased."""
+    """Polls the crawl's counters; the crawl is done when nothing is queued or leased, or at
+    its time limit. A continuous crawl is never done before its time limit (revisits come
+    due while the frontier is empty)."""
 
-    def __init__(self, frontier: Frontier) -> None:
+    def __init__(self, frontier: Frontier, time_limit_s: float | None = None) -> None:
         self.frontier = frontier
         self._idle_since: float | None = None
         self.last: dict[str, int] = {}
+        self._deadline = (time.monotonic() + time_limit_s) if time_limit_s else None
 
     def poll(self) -> dict[str, int]:
         self.last = self.frontier.stats()
+        if self.frontier.config.continuous:
+            sched = self.frontier.revisits.status()
+            self.last["revisits_scheduled"] = sched.scheduled
+            self.last["revisits_due"] = sched.due
         return self.last
 
     def done(self, settle_s: float = 0.5) -> bool:
         """True once queued == inflight == 0 has held for ``settle_s`` (links in transit)."""
         st = self.poll()
         now = time.monotonic()
+        if self._deadline is not None and now >= self._deadline:
+            return True
+        if self.frontier.config.continuous:
+            return False
         if st.get("queued", 0) == 0 and st.get("inflight", 0) == 0:
             if self._idle_since is None:
                 self._idle_since = now

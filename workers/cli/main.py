@@ -49,6 +49,9 @@ def _common_crawl_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--summary-json", help="write the final summary as JSON here")
     p.add_argument("--no-progress", action="store_true", help="no live progress bar")
     p.add_argument("--events", action="store_true", help="send task events (for Flower)")
+    p.add_argument("--continuous", action="store_true", help="keep revisiting fetched pages "
+                   "(docs/freshness.md); ends on --time-limit or Ctrl-C")
+    p.add_argument("--time-limit", type=float, help="stop the crawl after this many seconds")
     p.add_argument("--set", action="append", default=[], metavar="NAME=JSON",
                    help="any crawl setting (docs/settings.md), e.g. --set max_retries=3; wins "
                    "over TRAWL_* variables and the job file (repeatable)")
@@ -221,7 +224,7 @@ def run_crawl(args: argparse.Namespace, config: CrawlConfig, seeds: list[str], o
             pool = WorkerPool(redis_url, config.namespace, args.workers, None,
                               out / "logs", events=args.events, broker_url=args.broker,
                               metrics=(args.metrics_port, args.metrics_addr)).start()
-            watcher = CrawlWatcher(frontier)
+            watcher = CrawlWatcher(frontier, args.time_limit)
             start = time.monotonic()
             # The workers own the partitions and schedule them (workers/cluster/member.py); this
             # process seeds, watches and summarizes.

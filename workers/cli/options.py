@@ -48,6 +48,9 @@ def flag_layer(args: argparse.Namespace) -> Layer:
         if value not in (None, []):
             layer.values[name] = value
             layer.wheres[name] = f"flag --{attr.replace('_', '-')}"
+    if getattr(args, "continuous", False):  # a switch: only its presence is a setting
+        layer.values["continuous"] = True
+        layer.wheres["continuous"] = "flag --continuous"
     return layer
 
 

@@ -25,6 +25,7 @@ class CrawlProgress:
             TextColumn("hosts ready {task.fields[ready]} / on delay {task.fields[delayed]}"),
             TextColumn("errors {task.fields[errors]}"),
             TextColumn("limit: {task.fields[limit]}"),
+            TextColumn("{task.fields[revisits]}"),
             TimeElapsedColumn(), console=self.console, disable=not enabled,
             refresh_per_second=4,
         )
@@ -36,7 +37,7 @@ class CrawlProgress:
         self.progress.start()
         self.task = self.progress.add_task("crawl", total=1, fetched=0, rate=0.0, queued=0,
                                            inflight=0, errors=0, ready="-", delayed="-",
-                                           limit="-")
+                                           limit="-", revisits="")
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -61,6 +62,11 @@ class CrawlProgress:
             inflight = f"{load.in_flight}/{load.capacity}"
             extra = {"ready": load.hosts_ready, "delayed": load.hosts_waiting,
                      "limit": load.limit.value}
+        if "revisits_due" in st:  # a continuous crawl
+            extra["revisits"] = (
+                f"revisits {st.get('revisits', 0)} done ({st.get('revisit_unchanged', 0)} "
+                f"unchanged, {st.get('revisit_not_modified', 0)} 304) / "
+                f"{st['revisits_due']} due")
         self.progress.update(self.task, total=max(1, st.get("admitted", 0)), completed=done,
                              fetched=fetched, rate=rate, queued=st.get("queued", 0),
                              inflight=inflight, errors=failures, **extra)

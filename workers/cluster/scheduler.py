@@ -26,6 +26,7 @@ from frontier.config import CrawlConfig
 from frontier.counters import Outcome
 from frontier.frontier import Completion, Frontier, Lease, ip_token
 from frontier.keys import host_name
+from workers.cluster.revisits import RevisitOwner
 from workers.dns.pool import Pending, ResolverPool, worker_resolver
 from workers.fetch.order import FetchOrder
 from workers.runtime import metrics
@@ -81,6 +82,8 @@ class Scheduler:
         #: granted leases waiting to fill a task (task_linger_s), and since the oldest waits
         self._held: list[tuple[Lease, str | None]] = []
         self._held_since = 0.0
+        #: continuous crawling: revisit promotion and replanning (workers/cluster/revisits.py)
+        self.revisits = RevisitOwner(self.frontier) if config.continuous else None
         self.dispatched = 0
         #: Tasks sent (``dispatched / tasks``: URLs a task carries on average).
         self.tasks = 0
@@ -107,6 +110,9 @@ class Scheduler:
             return StepResult(0, None)
         parts = list(owners)
         sweep = self._reap_and_sweep(now, owners)
+        if self.revisits is not None:
+            for p, t in self.revisits.step(now, owners).items():
+                self._requeued_at(p, t)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
         size = self.config.task_batch
@@ -214,7 +220,9 @@ class Scheduler:
 
     def _requeued(self, lease: Lease, at: float) -> None:
         """We put a lease's URL back (deferred, unsent): its partition is due at ``at``."""
-        p = lease.partition
+        self._requeued_at(lease.partition, at)
+
+    def _requeued_at(self, p: int, at: float) -> None:
         self._due[p] = min(self._due.get(p, math.inf), at)
 
     def _give_back(self, unsent: list[tuple[Lease, str | None]], now: float) -> None:

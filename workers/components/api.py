@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from dedup.service import DedupResult
     from frontier.config import CrawlConfig
     from workers.fetch import FetchResult
+    from workers.storage.warc_revisit import WarcRevisit
 
 __all__ = ["Component", "ComponentSetup", "Link", "LinkCandidate", "LinkExtractor",
            "NotConfigured", "PageItem", "PagePipeline", "PageView", "UrlFilter"]
@@ -125,6 +126,8 @@ class PageItem:
     parsed: ParsedPage | None
     #: the near-duplicate check's answer (None: not checked)
     dedup: DedupResult | None
+    #: continuous crawling: archive as a revisit record, not a whole response (None: whole)
+    revisit: WarcRevisit | None = None
     #: the record as the built-in JSONL stage passed it on (what the JSONL file gets)
     jsonl: dict[str, Any] | None = field(default=None, repr=False)
 

@@ -21,6 +21,7 @@ from workers.components.api import (
     PagePipeline,
     PageView,
 )
+from workers.storage.warc import WarcWriter
 
 #: Paths of the built-ins, as the config names them.
 LXML_LINKS = "workers.components.builtin.LxmlLinks"
@@ -57,10 +58,11 @@ class Dedup(PagePipeline):
 
 
 class WarcStore(PagePipeline):
-    """Writes the response (and its request) to the worker's WARC file; the record gets
-    ``warc``: [file, offset]. Left out (or ``store_warc`` off), no WARC is written at all."""
+    """Writes the response (and its request) to the worker's WARC file, or a revisit record
+    for a revisit that found nothing new; the record gets ``warc``: [file, offset]. Left
+    out (or ``store_warc`` off), no WARC is written at all."""
 
-    def __init__(self, writer: object) -> None:
+    def __init__(self, writer: WarcWriter) -> None:
         self.writer = writer
 
     @classmethod
@@ -70,7 +72,10 @@ class WarcStore(PagePipeline):
         return cls(setup.warc)
 
     def process(self, item: PageItem) -> PageItem | None:
-        ref = self.writer.write(item.response)  # type: ignore[attr-defined]
+        writer = self.writer
+        mark = item.revisit  # a revisit that found nothing new: a revisit record
+        ref = (writer.write_revisit(item.response, mark.profile, mark.refers_to_s) if mark
+               else writer.write(item.response))
         if ref:
             item.record["warc"] = list(ref)
         return item

@@ -21,6 +21,7 @@ from workers.components.builtin import LxmlLinks
 from workers.components.loader import Built
 from workers.fetch import FetchResult
 from workers.pipeline.parse import Link, ParsedPage, soup
+from workers.storage.warc_revisit import WarcRevisit
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +96,11 @@ class Components:
 
     # --- page pipelines --------------------------------------------------------------------
     def finish_page(self, record: dict[str, Any], res: FetchResult, parsed: ParsedPage | None,
-                    dup: Any, counters: Counter[str]) -> dict[str, Any] | None:
+                    dup: Any, counters: Counter[str], revisit: WarcRevisit | None = None
+                    ) -> dict[str, Any] | None:
         """The page's record through every pipeline stage in order; the record for the JSONL
         file (as the JSONL stage saw it), or None (no JSONL stage, or dropped before it)."""
-        item = PageItem(record, res, parsed, dup)
+        item = PageItem(record, res, parsed, dup, revisit=revisit)
         for stage in self._stages:
             try:
                 out = stage.process(item)

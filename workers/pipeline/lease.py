@@ -12,11 +12,11 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dedup.fingerprint import content_fingerprint
-from dedup.service import DedupResult
+from dedup.service import DedupResult, Features
 from frontier.counters import DUPLICATES, ERRORS, TRUNCATIONS, Outcome
 from frontier.frontier import Completion, Entry, Lease
 from frontier.politeness import host_delay, retry_after, retry_backoff
@@ -25,6 +25,8 @@ from workers.fetch import HTML_TYPES, FetchResult
 from workers.pipeline.links import add_link, admit_redirect
 from workers.pipeline.parse import Link, ParsedPage, parse_html
 from workers.pipeline.result import FetchFigures, LeaseResult, PendingDedup, lease_record
+from workers.pipeline.revisit import similar_to_last, track_visit, warc_revisit
+from workers.pipeline.revisit_state import PriorVisit
 from workers.pipeline.robots import RobotsPolicy
 from workers.pipeline.services import PipelineServices
 from workers.pipeline.sitemaps import is_sitemap, read_sitemap
@@ -174,7 +176,7 @@ def _page_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,
             ctx.warc.write(res)
         return _fail_or_retry(ctx, lease, ip, kind, res.error_detail or kind, end + delay, res)
     return _fetched(ctx, lease, res, end + delay, step.probe,
-                    robots=step.policy)
+                    robots=step.policy, prior=step.prior)
 
 
 def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: str, reason: str,
@@ -185,7 +187,7 @@ def _fail_or_retry(ctx: PipelineServices, lease: Lease, ip: str | None, kind: st
         _count_cut(counters, res)
     if entry.attempts < cfg.max_retries:
         attempt = entry.attempts + 1
-        retry = Entry(entry.url, entry.depth, attempt, entry.hops)
+        retry = replace(entry, attempts=attempt)
         wait = max(next_allowed, time.time() + retry_backoff(cfg, attempt))
         log.info("retry %d/%d of %s in %.1fs: %s", attempt, cfg.max_retries, entry.url,
                  wait - time.time(), reason)
@@ -208,6 +210,7 @@ def _count_cut(counters: Counter[str], res: FetchResult) -> None:
 def _fetched(
     ctx: PipelineServices, lease: Lease, res: FetchResult, next_allowed: float,
     probe: Soft404Probe | None = None, robots: RobotsPolicy | None = None,
+    prior: PriorVisit | None = None,
 ) -> LeaseResult:
     """A response that ends the URL: stored, parsed, its links taken, and a whole HTML body
     given to the near-duplicate check (a body cut short, even by our own cap, is not the
@@ -219,7 +222,7 @@ def _fetched(
     outcome = (Outcome.TRUNCATED if cut not in (None, "length") and 200 <= status < 300
                else Outcome.FETCHED)
     result = LeaseResult(Completion(lease, next_allowed, outcome))
-    page = _Page()
+    page = _Page(prior=prior)
     dup: DedupResult | None = None
     _count_cut(result.counters, res)
     if res.error == "content_type_skipped":
@@ -256,13 +259,13 @@ def _fetched(
             page.extra["soft404"] = True
             page.links = None
         elif parsed.tree is not None and cut is None:
-            feats = ctx.dedup.features(parsed.tree)
-            if feats is not None:
+            feats = page.features = ctx.dedup.features(parsed.tree)
+            if feats is not None and not similar_to_last(ctx, lease, prior, feats):
                 result.pending = PendingDedup(
                     entry.url, lease.host, feats,
                     lambda answer: _complete_page(ctx, lease, res, result, page, answer))
                 return result
-            dup = DedupResult("skipped")
+            dup = DedupResult("skipped") if feats is None else None
     _complete_page(ctx, lease, res, result, page, dup)
     return result
 
@@ -275,12 +278,17 @@ class _Page:
     links: list[Link] | None = None
     parsed: ParsedPage | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: continuous crawling: the last visit, and this one's dedup features (text sketch)
+    prior: PriorVisit | None = None
+    features: Features | None = None
 
 
 def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result: LeaseResult,
                    page: _Page, dup: DedupResult | None) -> None:
     """The page's links to admit (unless it duplicates a page already crawled) and record."""
     cfg, entry, extra = ctx.config, lease.entry, page.extra
+    if cfg.continuous:
+        extra.update(track_visit(ctx, lease, res, result, page.features, page.prior))
     if dup is not None and dup.kind in ("exact", "near"):
         result.counters[DUPLICATES.name(dup.kind)] += 1
     depth = entry.depth + 1
@@ -313,7 +321,9 @@ def _complete_page(ctx: PipelineServices, lease: Lease, res: FetchResult, result
         reason=res.error_detail if outcome is Outcome.TRUNCATED else None, **extra,
     )
     # The crawl's pipelines (docs/components.md): dedup's fields, WARC, JSONL, plug-ins.
-    result.record = ctx.components.finish_page(record, res, page.parsed, dup, result.counters)
+    revisit = warc_revisit(ctx, lease, res, page.prior) if cfg.continuous else None
+    result.record = ctx.components.finish_page(record, res, page.parsed, dup, result.counters,
+                                               revisit)
 
 
 def _content_type(res: FetchResult) -> str | None:

@@ -43,6 +43,9 @@ class LeaseResult:
     #: The HTTP fetch this result came from (kind, body bytes, seconds), for the worker's
     #: metrics (workers/runtime/metrics.py); None when nothing was sent.
     fetched: FetchFigures | None = None
+    #: Continuous crawling: the visit of a tracked URL, for the completer's schedule and
+    #: history writes (workers/pipeline/revisit.py ``Visit``).
+    visit: Any = None
 
 
 @dataclass

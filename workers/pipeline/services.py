@@ -18,7 +18,9 @@ from frontier.urls import ParamStripper
 from workers.fetch import Fetcher, FetchResult
 from workers.pipeline.caches import HostVerdicts, SeenMemo
 from workers.pipeline.parse import Link, ParsedPage
+from workers.pipeline.revisit_state import VisitStore
 from workers.storage.warc import WarcWriter
+from workers.storage.warc_revisit import WarcRevisit
 
 
 class ComponentHooks(Protocol):
@@ -35,7 +37,8 @@ class ComponentHooks(Protocol):
                    counters: Counter[str]) -> list[Link]: ...
 
     def finish_page(self, record: dict[str, Any], res: FetchResult, parsed: ParsedPage | None,
-                    dup: Any, counters: Counter[str]) -> dict[str, Any] | None: ...
+                    dup: Any, counters: Counter[str], revisit: WarcRevisit | None = None
+                    ) -> dict[str, Any] | None: ...
 
 
 class PipelineServices(Protocol):
@@ -53,3 +56,5 @@ class PipelineServices(Protocol):
     dedup: DedupService
     warc: WarcWriter | None
     components: ComponentHooks
+    #: Per-URL visit histories and states (continuous crawling only, else None).
+    visits: VisitStore | None

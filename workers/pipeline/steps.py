@@ -23,6 +23,8 @@ from frontier.useragent import ROBOTS_TOKEN
 from workers.dns.policy import SETTINGS_HINT
 from workers.fetch import FetchResult
 from workers.pipeline.result import LeaseResult, lease_record
+from workers.pipeline.revisit import conditional_headers, prior_for
+from workers.pipeline.revisit_state import PriorVisit
 from workers.pipeline.robots import RobotsPolicy, ttl_for
 from workers.pipeline.services import PipelineServices
 from workers.pipeline.sitemaps import admit_robots_sitemaps
@@ -56,6 +58,10 @@ class FetchStep:
     probe: Soft404Probe | None = None
     #: host verdicts learned while planning (a probe robots.txt forbids)
     host_writes: list[HostCacheWrite] = field(default_factory=list)
+    #: continuous crawling: a revisit's last visit (workers/pipeline/revisit.py), and the
+    #: conditional GET's headers made from it
+    prior: PriorVisit | None = None
+    headers: dict[str, str] | None = None
 
 
 class BlockingFetcher(Protocol):
@@ -103,14 +109,16 @@ def plan_lease(ctx: PipelineServices, lease: Lease, ip: str | None
         # robots.txt keeps us out of the probe path: no probe, pages judged as they come.
         probe = Soft404Probe(host, 0)
         writes.append(ctx.hosts.soft404.stage(host, probe, cfg.robots_ttl_s))
-    return FetchStep(FetchKind.PAGE, url, ip, policy=policy, probe=probe, host_writes=writes)
+    prior = prior_for(ctx, lease) if cfg.continuous else None
+    return FetchStep(FetchKind.PAGE, url, ip, policy=policy, probe=probe, host_writes=writes,
+                     prior=prior, headers=conditional_headers(prior))
 
 
 def fetch_step(fetcher: BlockingFetcher, step: FetchStep) -> FetchResult:
     """The step's fetch on a blocking fetcher (the engine awaits the same on its loop)."""
     if step.kind is FetchKind.ROBOTS:
         return fetcher.fetch_robots(step.url, ip=step.ip, hop_delay_s=step.hop_delay_s)
-    return fetcher.fetch(step.url, ip=step.ip)
+    return fetcher.fetch(step.url, ip=step.ip, extra_headers=step.headers)
 
 
 async def fetch_step_async(fetcher: Any, step: FetchStep, control: Any = None) -> FetchResult:
@@ -118,7 +126,8 @@ async def fetch_step_async(fetcher: Any, step: FetchStep, control: Any = None) -
     if step.kind is FetchKind.ROBOTS:
         return await fetcher.fetch_robots(step.url, ip=step.ip, hop_delay_s=step.hop_delay_s,
                                           control=control)
-    return await fetcher.fetch(step.url, ip=step.ip, control=control)
+    return await fetcher.fetch(step.url, ip=step.ip, extra_headers=step.headers,
+                               control=control)
 
 
 def robots_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,

@@ -35,6 +35,7 @@ from frontier.frontier import AdmitBatch, AdmitLink, AdmitResult, Entry, Lease, 
 from frontier.psl import registered_domain
 from workers.pipeline.lease import LeaseResult
 from workers.runtime import metrics
+from workers.runtime.visits import VisitWrites, plan_visits
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,10 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     Links are admitted before the lease completes, so the crawl never looks finished while a
     page's links are still on their way into the frontier.
     """
+    visits = plan_visits(ctx, results) if ctx.config.continuous else None
     batch = _merge(ctx, results, stale)
     _set_aside_known(ctx, batch, results)
-    admitted, replies, sent, hints = _write(ctx, batch, results, stale)
+    admitted, replies, sent, hints = _write(ctx, batch, results, stale, visits)
     admissions = [(admitted, replies[:len(admitted)])]
     if ctx.seen is not None:
         admissions += _readmit_if_restarted(ctx, batch, str(replies[-1].get("run_id")))
@@ -118,7 +120,7 @@ def _set_aside_known(ctx: Any, batch: _Batch, results: list[tuple[LeaseResult, s
 
 
 def _write(ctx: Any, batch: _Batch, results: list[tuple[LeaseResult, str | None]],
-           stale: list[tuple[Lease, str | None]]
+           stale: list[tuple[Lease, str | None]], visits: VisitWrites | None = None,
            ) -> tuple[AdmitBatch, list[Any], dict[int, float], dict[int, float]]:
     """The first pipeline: admissions, completions, IP releases, counters (and, on one server,
     the completions' due hints; the Redis ``run_id`` if there is a memo). Returns the
@@ -132,6 +134,8 @@ def _write(ctx: Any, batch: _Batch, results: list[tuple[LeaseResult, str | None]
     # What the pages taught about their hosts goes in before their leases complete, so the
     # worker given a host next finds it.
     frontier.queue_host_cache_writes(pipe, [w for r, _ in results for w in r.host_writes])
+    if visits is not None:  # histories first: the schedule entry must find its history
+        visits.queue(ctx, pipe)
     frontier.queue_complete(pipe, [r.completion for r, _ in results])
     ip_next = time.time() + ctx.config.ip_delay_s
     frontier.queue_ip_release(pipe, [

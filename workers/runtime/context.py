@@ -34,7 +34,9 @@ from workers.components.loader import build_components
 from workers.dns.pool import worker_resolver
 from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
+from workers.pipeline.revisit_state import VisitStore
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
+from workers.runtime.revisit_plans import PlanCache
 from workers.storage.jsonl import RecordWriter
 from workers.storage.warc import WarcWriter, crawl_warcinfo
 
@@ -114,6 +116,8 @@ class WorkerContext:
         if not any(isinstance(p, Dedup) for p in built.pipelines):
             dedup_cfg = replace(dedup_cfg, enabled=False)  # left out: no page is checked
         self.dedup = DedupService(self.client, cfg.namespace, dedup_cfg)
+        self.visits = VisitStore(self.client, cfg) if cfg.continuous else None
+        self.plans = PlanCache(self.client, cfg) if cfg.continuous else None
 
     def close(self) -> None:
         self.components.close()

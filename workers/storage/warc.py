@@ -21,7 +21,7 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,7 +30,13 @@ from warcio.warcwriter import WARCWriter
 
 from workers.fetch import FetchResult
 from workers.storage.cdxj import CdxjIndex, cdxj_parts
-from workers.storage.warc_records import WARC_VERSIONS, fetch_records, warc_value
+from workers.storage.warc_records import (
+    WARC_VERSIONS,
+    FetchRecords,
+    fetch_records,
+    warc_value,
+)
+from workers.storage.warc_revisit import RevisitProfile, revisit_records
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +213,18 @@ class WarcWriter:
     # -- public --------------------------------------------------------------------------
     def write(self, result: FetchResult) -> WarcLocation | None:
         """Archive one fetch; returns where its response record starts, or None if not written.
+        See :meth:`_write`."""
+        return self._write(result, fetch_records, ())
+
+    def write_revisit(self, result: FetchResult, profile: RevisitProfile,
+                      refers_to_s: float) -> WarcLocation | None:
+        """Archive a fetch that brought nothing new as a ``revisit`` record of ``profile``
+        (workers/storage/warc_revisit.py); indexed with the media type warc/revisit."""
+        return self._write(result, revisit_records, (profile, refers_to_s))
+
+    def _write(self, result: FetchResult, build: Callable[..., FetchRecords],
+               extra: tuple[Any, ...]) -> WarcLocation | None:
+        """Archive one fetch's records made by ``build(result, warcinfo id, version, *extra)``.
 
         The records are built and compressed outside the writer's lock (with 8 fetch threads
         a lock held over gzip made them queue); under the lock they are only appended. If
@@ -219,7 +237,8 @@ class WarcWriter:
                 self._rotate_if_full()
                 info_id, path = self._warcinfo_id, self._path
             assert info_id is not None and path is not None
-            resp_bytes, req_bytes, line = self._encode_fetch(result, info_id, path.name)
+            resp_bytes, req_bytes, line = self._encode_fetch(result, info_id, path.name,
+                                                             build, extra)
             with self._lock:
                 self._rotate_if_full()
                 if self._warcinfo_id != info_id or self._path is None:
@@ -242,11 +261,13 @@ class WarcWriter:
         ):
             self._open_new()
 
-    def _encode_fetch(self, result: FetchResult, warcinfo_id: str,
-                      filename: str) -> tuple[bytes, bytes, tuple[str, str] | None]:
+    def _encode_fetch(self, result: FetchResult, warcinfo_id: str, filename: str,
+                      build: Callable[..., FetchRecords] = fetch_records,
+                      extra: tuple[Any, ...] = (),
+                      ) -> tuple[bytes, bytes, tuple[str, str] | None]:
         """The compressed response and request records of one fetch (one gzip member each),
         and the response's index line but its offset (None: no index, or no key)."""
-        records = fetch_records(result, warcinfo_id, self.warc_version)
+        records = build(result, warcinfo_id, self.warc_version, *extra)
         resp = self._gzip(*records.response)
         line = None
         if self.index:

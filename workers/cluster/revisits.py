@@ -1,0 +1,106 @@
+"""The partition owner's part of continuous crawling, run from the scheduler's step: promote
+due revisits into host queues (frontier/revisits.py, within the budget's token buckets), and
+replan each owned partition every ``revisit_replan_s``.
+
+Replanning a partition: read the histories of the URLs in its schedule, estimate each one's
+change rate (``RevisitPlanner.rate_of``), ``replan`` with the partition's share of the
+budget, store the plan for the workers (``rvp``, workers/runtime/revisit_plans.py), and move
+each scheduled URL's due time to its last visit + its new interval (``ZADD XX``: a URL that
+meanwhile left the schedule for its host queue is not put back, so the one-place invariant
+holds). URLs in queues or leases at that moment are left out of the rates: a sample.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+
+import numpy as np
+
+from freshness.history import VisitHistory
+from freshness.policies import PlanError
+from freshness.revisit import RevisitPlanner
+from frontier.frontier import Frontier
+from frontier.records import Entry
+from workers.pipeline.revisit_state import VisitStore
+from workers.runtime.revisit_plans import plan_json, planner_from, planner_settings
+
+log = logging.getLogger(__name__)
+
+#: How often the step promotes due revisits. Not a setting: the token bucket, not this, is
+#: the budget; this only bounds the round trips of an idle scheduler.
+PROMOTE_EVERY_S = 0.1
+#: Most scheduled URLs one replan reads per partition (a sample beyond it).
+REPLAN_MAX_URLS = 200_000
+#: How often the partitions' shares of the budget are re-read (their schedules' sizes). Not
+#: a setting: shares follow the schedules' slow growth; the sum is the budget at any time.
+SHARES_EVERY_S = 5.0
+
+
+class RevisitOwner:
+    """Promotion and replanning for the partitions a scheduler owns."""
+
+    def __init__(self, frontier: Frontier) -> None:
+        self.frontier = frontier
+        self.config = frontier.config
+        self.store = VisitStore(frontier.r, frontier.config)
+        self.settings = planner_settings(frontier.config)
+        self._promoted_at = 0.0
+        self._shares: dict[int, float] = {}
+        self._shares_at = -SHARES_EVERY_S
+        self._replanned: dict[int, float] = {}
+        self.promoted = 0
+
+    def step(self, now: float, owners: Mapping[int, str]) -> dict[int, float]:
+        """Promote due revisits of the owned partitions; returns partition -> the time a host
+        it woke is due (the scheduler acquires those partitions then)."""
+        if now - self._promoted_at < PROMOTE_EVERY_S or not owners:
+            return {}
+        self._promoted_at = now
+        if now - self._shares_at >= SHARES_EVERY_S:
+            self._shares, self._shares_at = self.frontier.revisits.shares(), now
+        woke: dict[int, float] = {}
+        for p, reply in self.frontier.revisits.promote(owners, self._shares, now).items():
+            self.promoted += reply.promoted
+            if reply.promoted:
+                woke[p] = reply.woke if reply.woke is not None else now
+        for p in owners:
+            if now - self._replanned.get(p, 0.0) >= self.config.revisit_replan_s:
+                self._replanned[p] = now
+                try:
+                    self.replan(p)
+                except Exception as exc:  # a plan must never stop the scheduler
+                    log.warning("revisit replan of partition %d failed: %s", p, exc)
+        return woke
+
+    def replan(self, partition: int) -> int:
+        """Replan one partition (see the module docstring); returns URLs rescheduled."""
+        r, keys = self.frontier.r, self.frontier.keys
+        members = [m.decode() if isinstance(m, bytes) else m
+                   for m in r.zrange(keys.revisits(partition), 0, REPLAN_MAX_URLS - 1)]
+        if not members:
+            return 0
+        urls = [Entry.decode(m.split("\t", 1)[1]).url for m in members]
+        histories = self.store.history_store(partition).get_many(urls)
+        share = self._shares.get(partition) or (
+            self.config.revisit_budget_pages_s / self.config.partitions)
+        planner = planner_from(replace(self.settings, budget_per_s=share), None)
+        known = [(m, h) for m, h in zip(members, histories, strict=True) if h is not None]
+        if not known:
+            return 0
+        try:
+            planner.replan(np.array([planner.rate_of(h) for _, h in known]))
+        except PlanError as exc:
+            log.warning("partition %d: no revisit plan: %s", partition, exc)
+            return 0
+        pipe = r.pipeline(transaction=False)
+        pipe.set(keys.revisit_plan(partition), plan_json(planner))
+        for member, history in known:
+            pipe.zadd(keys.revisits(partition), {member: _due(planner, history)}, xx=True)
+        pipe.execute()
+        return len(known)
+
+
+def _due(planner: RevisitPlanner, history: VisitHistory) -> float:
+    return history.last_visit_s + planner.interval_s(history)
