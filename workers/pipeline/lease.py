@@ -216,9 +216,7 @@ def _fetched(
     given to the near-duplicate check (a body cut short, even by our own cap, is not the
     page: matched against whole pages it would be a false near-duplicate, and indexed it
     would make whole copies of it look like near-duplicates of a fragment)."""
-    entry = lease.entry
-    status = res.status or 0
-    cut = res.cut_reason
+    entry, status, cut = lease.entry, res.status or 0, res.cut_reason
     outcome = (Outcome.TRUNCATED if cut not in (None, "length") and 200 <= status < 300
                else Outcome.FETCHED)
     result = LeaseResult(Completion(lease, next_allowed, outcome))
