@@ -198,3 +198,45 @@ def test_no_entity_is_expanded_and_no_dtd_accepted() -> None:
               b"<urlset><url><loc>http://x.test/&b;</loc></url></urlset>")
     sm = parse_sitemap(laughs, "application/xml")
     assert sm.error == "DTD not allowed in a sitemap" and sm.locs == []
+
+
+def test_sitemaps_are_read_with_the_default_media_types(
+        redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory,
+        http_server: HTTPServerFactory) -> None:
+    """allowed_content_types left at its default (HTML and text): a sitemap robots.txt
+    declares and a child of its index named like a sitemap are read although they are XML and
+    gzip; a child named otherwise is an XML file like any other, skipped by media type (the
+    control: the filter is still on for everything else)."""
+    tmp = tmp_path_factory.mktemp("sitemaps-default")
+    holder: dict[str, Any] = {}
+    server = http_server(respond=lambda req: holder["site"].get(req.path, Reply(404, b"no")))
+    o = f"http://{HOST}:{server.port}"
+    xml, gz = "application/xml", "application/gzip"
+    holder["site"] = {
+        "/robots.txt": Reply(200, f"User-agent: *\nAllow: /\nSitemap: {o}/idx.xml\n".encode(),
+                             "text/plain"),
+        "/idx.xml": Reply(200, _index([f"{o}/post-sitemap2.xml.gz", f"{o}/feed.xml"]), xml),
+        "/post-sitemap2.xml.gz": Reply(200, gzip.compress(_urlset([(f"{o}/a", None)])), gz),
+        "/feed.xml": Reply(200, _urlset([(f"{o}/b", None)]), xml),
+        "/a": Reply(200, b"<html><body><p>a</p></body></html>"),
+        "/b": Reply(200, b"<html><body><p>b</p></body></html>"),
+    }
+    cfg = CrawlConfig(namespace="sm2", partitions=2, output_dir=str(tmp), host_delay_s=0.0,
+                      adaptive_delay_factor=0.0, allow_private_ips=True, soft404_probe=False,
+                      max_retries=0, allowed_domains=[HOST],
+                      static_hosts={HOST: "127.0.0.1"}).validate()
+    assert cfg.allowed_content_types == list(DEFAULT_CONTENT_TYPES)
+    client = redis.Redis.from_url(redis_server.url)
+    frontier = init_crawl(client, cfg, [f"{o}/"], fresh=True)
+    crawl_until_done(redis_server.url, frontier, timeout_s=60, skip_delays=True)
+    records = {}
+    for path in (tmp / "records").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            records[rec["url"]] = rec
+    client.close()
+    assert records[o + "/idx.xml"]["sitemap"] == "index"
+    assert records[o + "/post-sitemap2.xml.gz"]["sitemap"] == "urlset"
+    assert records[o + "/a"]["outcome"] == "fetched"
+    assert records[o + "/feed.xml"].get("skipped") == "content_type_skipped"
+    assert o + "/b" not in records

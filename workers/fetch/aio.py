@@ -161,10 +161,13 @@ class AsyncFetcher(_FetchBase):
     # -- public API ------------------------------------------------------------------------
     async def fetch(self, url: str, ip: str | None = None,
                     extra_headers: Mapping[str, str] | None = None,
-                    control: FetchControl | None = None) -> FetchResult:
+                    control: FetchControl | None = None, any_type: bool = False
+                    ) -> FetchResult:
         """GET ``url`` (connecting to ``ip``, else the resolver's answer); redirects are not
-        followed (a 3xx comes back with ``location``). See :class:`FetchControl`."""
-        return await self._fetch(url, ip, extra_headers, self.max_bytes, True, True, control)
+        followed (a 3xx comes back with ``location``). See :class:`FetchControl`.
+        ``any_type``: the body is read whatever its media type (a declared sitemap)."""
+        return await self._fetch(url, ip, extra_headers, self.max_bytes, not any_type, True,
+                                 control)
 
     async def fetch_robots(self, url: str, ip: str | None = None, hop_delay_s: float = 0.0,
                            control: FetchControl | None = None) -> FetchResult:

@@ -89,12 +89,14 @@ class Fetcher(_FetchBase):
         url: str,
         ip: str | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        any_type: bool = False,
     ) -> FetchResult:
         """GET ``url`` (connecting to ``ip``, else the resolver's answer); never raises.
 
-        Redirects are not followed: a 3xx comes back with ``location`` set.
+        Redirects are not followed: a 3xx comes back with ``location`` set. ``any_type``:
+        the body is read whatever its media type (a declared sitemap).
         """
-        return self._fetch(url, ip, extra_headers, self.max_bytes, filter_types=True,
+        return self._fetch(url, ip, extra_headers, self.max_bytes, filter_types=not any_type,
                            truncation_is_error=True)
 
     def fetch_robots(self, url: str, ip: str | None = None,

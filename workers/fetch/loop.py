@@ -116,8 +116,9 @@ class LoopFetcher:
         return self.aio.content_type_allowed(media_type)
 
     def fetch(self, url: str, ip: str | None = None,
-              extra_headers: Mapping[str, str] | None = None) -> FetchResult:
-        return self._run(self.aio.fetch(url, ip, extra_headers))
+              extra_headers: Mapping[str, str] | None = None,
+              any_type: bool = False) -> FetchResult:
+        return self._run(self.aio.fetch(url, ip, extra_headers, any_type=any_type))
 
     def fetch_robots(self, url: str, ip: str | None = None,
                      hop_delay_s: float = 0.0) -> FetchResult:

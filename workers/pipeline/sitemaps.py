@@ -24,6 +24,7 @@ uncompressed per file.
 from __future__ import annotations
 
 import logging
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -97,6 +98,21 @@ class _Inflated:
             left -= len(out)
             yield out
         self.over = bool(data) or not d.eof
+
+
+#: A last path segment named like a sitemap (sitemap.xml, sitemap_index.xml.gz, post-sitemap2.txt):
+#: how an index's children are named by convention, though no robots.txt line declares them.
+_SITEMAP_NAME = re.compile(r"sitemap[^/]*\.(?:xml|txt)(?:\.gz)?$", re.IGNORECASE)
+
+
+def fetch_as_sitemap(url: str, robots: RobotsPolicy | None) -> bool:
+    """Read the body whatever its media type: ``allowed_content_types`` (HTML and text by
+    default) is about pages, and a sitemap is XML or gzip. True for a URL its host's
+    robots.txt declares, or one named like a sitemap; :func:`is_sitemap` still decides on
+    the body (its type and root), and ``max_body_bytes`` caps it like any fetch."""
+    if robots is not None and url in robots.sitemaps():
+        return True
+    return _SITEMAP_NAME.search(url.partition("?")[0]) is not None
 
 
 def is_sitemap(res: FetchResult, url: str, robots: RobotsPolicy | None) -> bool:

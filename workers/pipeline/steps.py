@@ -27,7 +27,7 @@ from workers.pipeline.revisit import conditional_headers, prior_for
 from workers.pipeline.revisit_state import PriorVisit
 from workers.pipeline.robots import RobotsPolicy, ttl_for
 from workers.pipeline.services import PipelineServices
-from workers.pipeline.sitemaps import admit_robots_sitemaps
+from workers.pipeline.sitemaps import admit_robots_sitemaps, fetch_as_sitemap
 from workers.pipeline.soft404 import Soft404Probe, probe_of, probe_url
 
 log = logging.getLogger(__name__)
@@ -62,10 +62,13 @@ class FetchStep:
     #: conditional GET's headers made from it
     prior: PriorVisit | None = None
     headers: dict[str, str] | None = None
+    #: read the body whatever its media type: a sitemap (workers/pipeline/sitemaps.py)
+    any_type: bool = False
 
 
 class BlockingFetcher(Protocol):
-    def fetch(self, url: str, ip: str | None = ...) -> FetchResult: ...
+    def fetch(self, url: str, ip: str | None = ..., extra_headers: Any = ...,
+              any_type: bool = ...) -> FetchResult: ...
     def fetch_robots(self, url: str, ip: str | None = ...,
                      hop_delay_s: float = ...) -> FetchResult: ...
 
@@ -111,14 +114,16 @@ def plan_lease(ctx: PipelineServices, lease: Lease, ip: str | None
         writes.append(ctx.hosts.soft404.stage(host, probe, cfg.robots_ttl_s))
     prior = prior_for(ctx, lease) if cfg.continuous else None
     return FetchStep(FetchKind.PAGE, url, ip, policy=policy, probe=probe, host_writes=writes,
-                     prior=prior, headers=conditional_headers(prior))
+                     prior=prior, headers=conditional_headers(prior),
+                     any_type=fetch_as_sitemap(url, policy))
 
 
 def fetch_step(fetcher: BlockingFetcher, step: FetchStep) -> FetchResult:
     """The step's fetch on a blocking fetcher (the engine awaits the same on its loop)."""
     if step.kind is FetchKind.ROBOTS:
         return fetcher.fetch_robots(step.url, ip=step.ip, hop_delay_s=step.hop_delay_s)
-    return fetcher.fetch(step.url, ip=step.ip, extra_headers=step.headers)
+    return fetcher.fetch(step.url, ip=step.ip, extra_headers=step.headers,
+                         any_type=step.any_type)
 
 
 async def fetch_step_async(fetcher: Any, step: FetchStep, control: Any = None) -> FetchResult:
@@ -127,7 +132,7 @@ async def fetch_step_async(fetcher: Any, step: FetchStep, control: Any = None) -
         return await fetcher.fetch_robots(step.url, ip=step.ip, hop_delay_s=step.hop_delay_s,
                                           control=control)
     return await fetcher.fetch(step.url, ip=step.ip, extra_headers=step.headers,
-                               control=control)
+                               control=control, any_type=step.any_type)
 
 
 def robots_fetched(ctx: PipelineServices, lease: Lease, step: FetchStep,
