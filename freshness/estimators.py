@@ -9,9 +9,12 @@ Notation: n visits after the first, X of which found the page changed; intervals
   n = 10, X = 3 gives 0.34 where the naive gives 0.30. X = n gives its range limit ln(2n + 1).
 - ``mle_rate``: for irregular intervals, the λ with Σ_changed tᵢ/(e^{λtᵢ} − 1) = Σ_unchanged tⱼ
   (the score of the likelihood Π(1 − e^{−λtᵢ}) Π e^{−λtⱼ}). No change seen: 0. Always changed:
-  no finite root, so we add half an unchanged visit of the mean interval, the continuity
+  no finite root, so we add half an unchanged visit of the shortest interval, the continuity
   correction behind the bias-reduced estimator (it gives exactly ln(2n + 1)/t on regular
-  intervals), and mark the estimate ``SATURATED``: the true rate is at least about that.
+  intervals), and mark the estimate ``SATURATED``: the true rate is at least about that. (The
+  shortest, not the mean: on the irregular intervals of probes (freshness/explore.py) a
+  pseudo-visit as long as the mean of hours-long and minutes-long intervals would claim a
+  rate the short intervals already contradict.)
 - ``last_modified_rate``: where Last-Modified gives the time τᵢ from the last change to a visit
   that saw a change, each visit is a censored exponential wait: the likelihood
   λ^X e^{−λ(Στᵢ + Σtⱼ)} gives λ̂ = X / (Στᵢ + Σ_unchanged tⱼ). (Our derivation for this
@@ -145,7 +148,7 @@ def mle_rate(changed_s: ArrayLike, unchanged_s: ArrayLike, changed_counts: Array
         return Estimate(0.0, kind, math.inf)
     kind = Kind.POINT if changes else Kind.NO_CHANGE
     if u_sum + beta == 0:  # always changed, no prior: the continuity-corrected bound
-        u_sum, kind = 0.5 * float((n * t).sum() / changes), Kind.SATURATED
+        u_sum, kind = 0.5 * float(t.min()), Kind.SATURATED
     # the root lies in [(X+α)/(S_u + S_c/2 + β), (X+α)/(S_u + β)] (x/(eˣ−1) ∈ [1 − x/2, 1])
     lo = (changes + alpha) / (u_sum + float((n * t).sum()) / 2 + beta)
     hi = (changes + alpha) / (u_sum + beta)
@@ -153,6 +156,17 @@ def mle_rate(changed_s: ArrayLike, unchanged_s: ArrayLike, changed_counts: Array
     lam = lo if _score(lo, *args) <= 0 else hi if _score(hi, *args) >= 0 else \
         brentq(_score, lo, hi, args=args, rtol=1e-12)
     return Estimate(lam, kind, _rel_error(lam, t_all, n_all, alpha))
+
+
+def moment_strength(rates: ArrayLike) -> float:
+    """The gamma shape mean²/variance of per-page ``rates`` (method of moments): how many
+    pseudo-changes a prior pooled over pages spread this widely is worth (rates spread over
+    orders of magnitude give a fraction of one). inf with fewer than 2 rates or no spread."""
+    r = np.asarray(rates, dtype=float)
+    if r.size < 2 or not np.all(np.isfinite(r)):
+        return math.inf
+    var = float(r.var(ddof=1))
+    return float(r.mean()) ** 2 / var if var > 0 else math.inf
 
 
 def pooled_prior(changes: float, exposure_s: float, strength: float = 2.0) -> Prior | None:
