@@ -36,7 +36,7 @@ import aiohttp
 import numpy as np
 
 from bench.freshness_detect import Copy, Outcome, detect
-from freshness.estimators import moment_strength, pooled_prior
+from freshness.estimators import pooled_prior
 from freshness.explore import ProbeRule, probes_left
 from freshness.history import VisitHistory
 from freshness.revisit import RATE_DRIVEN, RevisitPlanner, RevisitPolicy, RevisitSettings
@@ -77,8 +77,6 @@ class DriveSpec:
     use_last_modified: bool = True
     #: Weight of the pooled prior in pseudo-changes (freshness/estimators.py ``Prior``).
     prior_strength: float = 1.0
-    #: With probing: at most the gamma shape of the pages' own MLEs (``moment_strength``).
-    moment_prior: bool = False
     max_inflight: int = 8
     seed: int = 0
     #: Probe censored histories under the rate-driven policies (freshness/explore.py).
@@ -257,12 +255,9 @@ class Driver:
         """Rates from every history, a prior pooled over all pages; then every waiting page is
         due at its last visit plus its new interval."""
         hs = [p.history for p in run.pages]
-        strength = self.spec.prior_strength
-        if self.spec.moment_prior and run.planner.settings.probe is not None:  # as wide as the pages' own MLEs spread
-            strength = min(strength, moment_strength([h.mle(None).rate for h in hs
-                                                      if h.visits]))
         prior = pooled_prior(sum(h.n_changed for h in hs),
-                             sum(h.unchanged_s + h.changed_s for h in hs), strength)
+                             sum(h.unchanged_s + h.changed_s for h in hs),
+                             self.spec.prior_strength)
         run.planner.use_prior(prior)
         settings = run.planner.settings
         # hold back what the probes spent in the last period, if pages still need probes

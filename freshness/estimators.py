@@ -158,17 +158,6 @@ def mle_rate(changed_s: ArrayLike, unchanged_s: ArrayLike, changed_counts: Array
     return Estimate(lam, kind, _rel_error(lam, t_all, n_all, alpha))
 
 
-def moment_strength(rates: ArrayLike) -> float:
-    """The gamma shape mean²/variance of per-page ``rates`` (method of moments): how many
-    pseudo-changes a prior pooled over pages spread this widely is worth (rates spread over
-    orders of magnitude give a fraction of one). inf with fewer than 2 rates or no spread."""
-    r = np.asarray(rates, dtype=float)
-    if r.size < 2 or not np.all(np.isfinite(r)):
-        return math.inf
-    var = float(r.var(ddof=1))
-    return float(r.mean()) ** 2 / var if var > 0 else math.inf
-
-
 def pooled_prior(changes: float, exposure_s: float, strength: float = 2.0) -> Prior | None:
     """A host's or site section's prior: the ratio of its pages' total changes to their total
     observed time (None until some change was seen)."""
