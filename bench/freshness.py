@@ -33,6 +33,7 @@ import numpy as np
 
 from bench.freshness_driver import Driver, DriveResult, DriveSpec, Target, new_session
 from bench.freshness_truth import Changes, changes_of, estimator_errors, measure
+from freshness.explore import ProbeRule
 from freshness.policies import plan
 from freshness.revisit import RevisitPolicy
 from sandbox import SandboxConfig, SandboxSite, SandboxWeb
@@ -57,6 +58,8 @@ class BenchSpec:
     min_interval_s: float = 60.0
     max_interval_s: float = 2 * DAY_S
     use_last_modified: bool = True
+    #: Probe censored histories (freshness/explore.py) under the rate-driven policies.
+    probe: bool = True
 
     def drive_spec(self) -> DriveSpec:
         total = self.sim_days * DAY_S
@@ -65,7 +68,8 @@ class BenchSpec:
                          run_sim_s=(1 - self.warmup_share) * total,
                          replan_sim_s=self.replan_sim_h * HOUR_S,
                          min_interval_s=self.min_interval_s, max_interval_s=self.max_interval_s,
-                         use_last_modified=self.use_last_modified, seed=self.seed)
+                         use_last_modified=self.use_last_modified, seed=self.seed,
+                         probe=ProbeRule() if self.probe else None)
 
 
 def web_config(spec: BenchSpec) -> SandboxConfig:
@@ -135,7 +139,7 @@ def summarise(result: DriveResult, model: ChangeModel, spec: BenchSpec,
         row: dict[str, Any] = {**m.summary(), "visits": len(run.visits),
                                "budget_used": len(run.visits) / (budget * span),
                                "outcomes": outcomes, "errors": dict(run.errors),
-                               "replans": run.replans}
+                               "replans": run.replans, "probes": run.probes}
         policy = run.planner.settings.policy
         if policy is not RevisitPolicy.ADAPTIVE:
             kind = "uniform" if policy is RevisitPolicy.FIXED else policy.value
@@ -209,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="visits per simulated hour for the page set, per policy")
     ap.add_argument("--no-last-modified", action="store_true",
                     help="estimate from visit intervals only")
+    ap.add_argument("--no-probe", action="store_true",
+                    help="do not probe censored histories (plan on the lower bounds)")
     ap.add_argument("--policies", default=",".join(p.value for p in ALL_POLICIES))
     ap.add_argument("--oracles", default=",".join(p.value for p in ORACLE_POLICIES),
                     help="policies also run with the true rates (a control); '' for none")
     ap.add_argument("--out", type=Path, default=Path("bench/results/freshness"))
     args = ap.parse_args(argv)
     spec = BenchSpec(seed=args.seed, pages=args.pages, sim_days=args.sim_days, accel=args.accel,
-                     budget_per_sim_h=args.budget, use_last_modified=not args.no_last_modified)
+                     budget_per_sim_h=args.budget, use_last_modified=not args.no_last_modified,
+                     probe=not args.no_probe)
     policies = [RevisitPolicy(p) for p in args.policies.split(",")]
     oracles = [RevisitPolicy(p) for p in args.oracles.split(",") if p]
     args.out.mkdir(parents=True, exist_ok=True)

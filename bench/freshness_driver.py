@@ -14,7 +14,9 @@ most ``budget`` visits per second (no saving up of unused slots: a policy whose 
 for less than the budget leaves it unspent, one that asks for more falls behind and its pages
 wait). Estimator-driven policies replan every ``replan_sim_s`` (rates from the histories, a
 prior pooled over all pages) and then move every waiting page's due time to its last visit
-plus its new interval. Each visit is a conditional GET with the validators the page last gave;
+plus its new interval. With ``DriveSpec.probe`` (the default) the rate-driven policies probe
+censored histories (freshness/explore.py); the probes are counted and spend the same budget.
+Each visit is a conditional GET with the validators the page last gave;
 bench/freshness_detect.py decides whether it changed.
 """
 
@@ -35,8 +37,9 @@ import numpy as np
 
 from bench.freshness_detect import Copy, Outcome, detect
 from freshness.estimators import pooled_prior
+from freshness.explore import ProbeRule, probes_left
 from freshness.history import VisitHistory
-from freshness.revisit import RevisitPlanner, RevisitPolicy, RevisitSettings
+from freshness.revisit import RATE_DRIVEN, RevisitPlanner, RevisitPolicy, RevisitSettings
 from sandbox.change_model import ChangeModel
 
 #: History times are int(simulated second) + this, so that a visit at second 0 is not "never".
@@ -76,6 +79,8 @@ class DriveSpec:
     prior_strength: float = 1.0
     max_inflight: int = 8
     seed: int = 0
+    #: Probe censored histories under the rate-driven policies (freshness/explore.py).
+    probe: ProbeRule | None = field(default_factory=ProbeRule)
 
 
 @dataclass
@@ -84,6 +89,9 @@ class Page:
     copy: Copy | None = None
     last_sim: float = math.nan
     busy: bool = False
+    #: The page's next visit is a probe of its censored history (counted when made).
+    probing: bool = False
+    probes: int = 0
 
 
 @dataclass
@@ -99,7 +107,15 @@ class PolicyRun:
     visits: list[tuple[int, float, Outcome]] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     replans: int = 0
+    #: Visits that were probes (part of ``visits``: they spend the same budget).
+    probes: int = 0
+    probes_at_replan: int = 0
     heap: list[tuple[float, int]] = field(default_factory=list)
+    #: Pages under probing (at most ``planner.probe_slots``: one probe episode at a time
+    #: when the budget is small; the other censored pages follow the plan until a slot frees).
+    exploring: set[int] = field(default_factory=set)
+    #: Due probes go before due planned visits (a late probe measures a longer interval).
+    probe_heap: list[tuple[float, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -121,7 +137,8 @@ def settings_for(policy: RevisitPolicy, spec: DriveSpec, n: int) -> RevisitSetti
     return RevisitSettings(policy=policy, budget_per_s=spec.budget_per_sim_s,
                            fixed_interval_s=spec.fixed_interval_s or _uniform_interval(spec, n),
                            min_interval_s=spec.min_interval_s,
-                           max_interval_s=spec.max_interval_s, assumed_pages=n)
+                           max_interval_s=spec.max_interval_s, assumed_pages=n,
+                           probe=spec.probe)
 
 
 def _header_time(model: ChangeModel, value: str | None, now_s: int) -> int | None:
@@ -190,16 +207,48 @@ class Driver:
             h = replace(h, interval_s=run.planner.interval_s(h, changed=outcome.changed))
         page.history, page.last_sim, page.busy = h, sim, False
         run.visits.append((index, sim, outcome))
+        run.probes += page.probing
+        page.probes += page.probing
         self._push(run, index, sim + self._interval(run, index))
 
     def _interval(self, run: PolicyRun, index: int) -> float:
+        page = run.pages[index]
         if run.oracle:
+            page.probing = False
             return run.planner.interval_at(float(self.true_rates[index]))
-        return run.planner.interval_s(run.pages[index].history)
+        planner = run.planner
+        if planner.settings.probe is None or planner.settings.policy not in RATE_DRIVEN:
+            return planner.interval_s(page.history)
+        planned = planner.interval_at(planner.rate_of(page.history))
+        probe = planner.probe_s(page.history)
+        if probe is None:
+            run.exploring.discard(index)
+        elif index in run.exploring or len(run.exploring) < planner.probe_slots:
+            run.exploring.add(index)
+        page.probing = index in run.exploring and probe is not None and probe < planned
+        return min(planned, probe) if page.probing and probe is not None else planned
 
     @staticmethod
     def _push(run: PolicyRun, index: int, due: float) -> None:
-        heapq.heappush(run.heap, (due, index))
+        heapq.heappush(run.probe_heap if run.pages[index].probing else run.heap, (due, index))
+
+    @staticmethod
+    def _next_due(run: PolicyRun) -> float:
+        return min(run.probe_heap[0][0] if run.probe_heap else math.inf,
+                   run.heap[0][0] if run.heap else math.inf)
+
+    @staticmethod
+    def _pop_due(run: PolicyRun, sim: float) -> int | None:
+        """Due probes first while they are within the probe share of the visits, then due
+        planned visits (earliest first), then due probes anyway (no slot is left unused)."""
+        probe = run.planner.settings.probe
+        share_ok = probe is not None and run.probes <= probe.max_budget_share * len(run.visits)
+        heaps = (run.probe_heap, run.heap, run.probe_heap) if share_ok else (
+            run.heap, run.probe_heap)
+        for heap in heaps:
+            if heap and heap[0][0] <= sim:
+                return heapq.heappop(heap)[1]
+        return None
 
     # -- planning -----------------------------------------------------------------------------
     def replan(self, run: PolicyRun) -> None:
@@ -210,12 +259,20 @@ class Driver:
                              sum(h.unchanged_s + h.changed_s for h in hs),
                              self.spec.prior_strength)
         run.planner.use_prior(prior)
+        settings = run.planner.settings
+        # hold back what the probes spent in the last period, if pages still need probes
+        pending = 0 if run.oracle or settings.probe is None else sum(
+            probes_left(h, settings.probe, run.planner.probe_floor_s) for h in hs)
+        reserve = min(pending, run.probes - run.probes_at_replan) / self.spec.replan_sim_s
+        run.probes_at_replan = run.probes
         run.planner.replan(self.true_rates if run.oracle
-                           else np.array([run.planner.rate_of(h) for h in hs]))
+                           else np.array([run.planner.rate_of(h) for h in hs]),
+                           reserve_per_s=reserve)
         run.replans += 1
-        run.heap = [(p.last_sim + self._interval(run, i), i) for i, p in enumerate(run.pages)
-                    if not p.busy and not math.isnan(p.last_sim)]
-        heapq.heapify(run.heap)
+        run.heap, run.probe_heap = [], []
+        for i, p in enumerate(run.pages):
+            if not p.busy and not math.isnan(p.last_sim):
+                self._push(run, i, p.last_sim + self._interval(run, i))
 
     # -- the loop -------------------------------------------------------------------------------
     async def run_until(self, run: PolicyRun, end_sim: float, replan: bool) -> None:
@@ -234,13 +291,15 @@ class Driver:
             if replan and sim >= next_replan:
                 self.replan(run)
                 next_replan += self.spec.replan_sim_s
-            if not run.heap or run.heap[0][0] > sim or now < next_slot:
+            due = self._next_due(run)
+            if due > sim or now < next_slot:
                 wake = min(next_slot if now < next_slot else math.inf,
-                           self.model.wall_time(run.heap[0][0]) if run.heap else math.inf,
+                           self.model.wall_time(due) if due < math.inf else math.inf,
                            self.model.wall_time(end_sim))
                 await asyncio.sleep(min(max(wake - now, 0.001), 0.05))
                 continue
-            _, index = heapq.heappop(run.heap)
+            index = self._pop_due(run, sim)
+            assert index is not None  # something is due
             page = run.pages[index]
             if page.busy:
                 continue

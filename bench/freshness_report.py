@@ -70,13 +70,13 @@ def _estimators(out: Path, tables: dict[str, dict[str, dict[str, float]]]) -> st
 
 def table_md(policies: dict[str, dict[str, Any]]) -> str:
     rows = ["| policy | mean freshness | mean age (sim h) | mean delay (sim h) | censored "
-            "changes | visits (share of budget) | closed-form F̄ on true λ |",
-            "|---|---|---|---|---|---|---|"]
+            "changes | visits (share of budget) | probes | closed-form F̄ on true λ |",
+            "|---|---|---|---|---|---|---|---|"]
     for name, r in policies.items():
         oracle = r.get("oracle_freshness")
         rows.append(f"| {name} | {r['mean_freshness']:.3f} | {r['mean_age_s'] / HOUR_S:.2f} | "
                     f"{r['mean_delay_s'] / HOUR_S:.2f} | {r['censored_changes']} of "
-                    f"{r['changes']} | {r['visits']} ({r['budget_used']:.2f}) | "
+                    f"{r['changes']} | {r['visits']} ({r['budget_used']:.2f}) | {r.get('probes', 0)} | "
                     f"{'' if oracle is None else f'{oracle:.3f}'} |")
     return "\n".join(rows)
 

@@ -9,9 +9,12 @@ Notation: n visits after the first, X of which found the page changed; intervals
   n = 10, X = 3 gives 0.34 where the naive gives 0.30. X = n gives its range limit ln(2n + 1).
 - ``mle_rate``: for irregular intervals, the λ with Σ_changed tᵢ/(e^{λtᵢ} − 1) = Σ_unchanged tⱼ
   (the score of the likelihood Π(1 − e^{−λtᵢ}) Π e^{−λtⱼ}). No change seen: 0. Always changed:
-  no finite root, so we add half an unchanged visit of the mean interval, the continuity
+  no finite root, so we add half an unchanged visit of the shortest interval, the continuity
   correction behind the bias-reduced estimator (it gives exactly ln(2n + 1)/t on regular
-  intervals), and mark the estimate ``SATURATED``: the true rate is at least about that.
+  intervals), and mark the estimate ``SATURATED``: the true rate is at least about that. (The
+  shortest, not the mean: on the irregular intervals of probes (freshness/explore.py) a
+  pseudo-visit as long as the mean of hours-long and minutes-long intervals would claim a
+  rate the short intervals already contradict.)
 - ``last_modified_rate``: where Last-Modified gives the time τᵢ from the last change to a visit
   that saw a change, each visit is a censored exponential wait: the likelihood
   λ^X e^{−λ(Στᵢ + Σtⱼ)} gives λ̂ = X / (Στᵢ + Σ_unchanged tⱼ). (Our derivation for this
@@ -145,7 +148,7 @@ def mle_rate(changed_s: ArrayLike, unchanged_s: ArrayLike, changed_counts: Array
         return Estimate(0.0, kind, math.inf)
     kind = Kind.POINT if changes else Kind.NO_CHANGE
     if u_sum + beta == 0:  # always changed, no prior: the continuity-corrected bound
-        u_sum, kind = 0.5 * float((n * t).sum() / changes), Kind.SATURATED
+        u_sum, kind = 0.5 * float(t.min()), Kind.SATURATED
     # the root lies in [(X+α)/(S_u + S_c/2 + β), (X+α)/(S_u + β)] (x/(eˣ−1) ∈ [1 − x/2, 1])
     lo = (changes + alpha) / (u_sum + float((n * t).sum()) / 2 + beta)
     hi = (changes + alpha) / (u_sum + beta)

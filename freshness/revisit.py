@@ -17,6 +17,15 @@ e.g. the host's pooled rate) as a gamma posterior mode. An estimate is trusted w
 standard error is at most ``estimators.MAX_REL_ERROR`` and it is not saturated; untrusted
 estimates are still used (the prior is what makes them usable): the flag is for logs and counts.
 
+Exploration (freshness/explore.py): with ``RevisitSettings.probe`` set, a rate-driven policy
+(proportional, √λ, freshness, age) probes a page whose interval history is censored (changed
+on every or nearly every visit): ``interval_s`` gives the shorter of the plan's interval and the
+probe's, a geometric schedule down to ``min_interval_s``, until a visit sees no change.
+Last-Modified is then used only while the interval data do not contradict it (the interval
+MLE's lower bound above the Last-Modified rate: dates too coarse for the page's rate), and a
+saturated interval MLE (every visit saw a change) is returned as it is, a lower bound that no
+prior may pull down.
+
 Units: whatever clock the caller keeps histories in (seconds); the budget is in visits per
 second of that clock for the whole page set the planner covers.
 """
@@ -31,6 +40,7 @@ import numpy as np
 
 from freshness.adaptive import NUTCH, AdaptiveRule
 from freshness.estimators import MAX_REL_ERROR, Estimate, Kind, Prior
+from freshness.explore import ProbeRule, probe_interval_s
 from freshness.history import VisitHistory
 from freshness.policies import PlanError, Policy, frequencies
 from freshness.solver import frequencies_at
@@ -60,6 +70,8 @@ class RevisitSettings:
     prior: Prior | None = None
     #: Pages the planner assumes before its first replan (uniform over them).
     assumed_pages: int = 1000
+    #: Probe censored histories (freshness/explore.py); None: plan on the bounds as they are.
+    probe: ProbeRule | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", RevisitPolicy(self.policy))
@@ -81,8 +93,17 @@ class _Norm:
     """What the last replan kept: the page count and the policy's crawl-wide number."""
 
     pages: int
+    budget: float  # visits per second the plan spends (the budget less the probes' reserve)
     total: float = 0.0  # Σwλ (proportional) or Σ√(wλ) (sqrt)
     mu: float | None = None  # freshness / age: None when no page changes (nothing to visit)
+
+
+#: The policies whose intervals follow rate estimates (the ones that probe).
+RATE_DRIVEN = (RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT, RevisitPolicy.FRESHNESS,
+               RevisitPolicy.AGE)
+#: Last-Modified is contradicted when the interval MLE minus this many standard errors is
+#: still above the Last-Modified rate.
+LM_CONTRADICTION_SIGMAS = 2.0
 
 
 class RevisitPlanner:
@@ -111,9 +132,12 @@ class RevisitPlanner:
         self._prior = prior if prior is not None else self.settings.prior
 
     # -- the crawl-wide step --------------------------------------------------------------
-    def replan(self, rates: np.ndarray, weights: np.ndarray | None = None) -> None:
+    def replan(self, rates: np.ndarray, weights: np.ndarray | None = None,
+               reserve_per_s: float = 0.0) -> None:
         """Keep the normaliser of the policy for pages changing at ``rates`` (one per tracked
-        page, e.g. ``rate_of`` of each history) with importance ``weights`` (default 1)."""
+        page, e.g. ``rate_of`` of each history) with importance ``weights`` (default 1).
+        ``reserve_per_s``: visits per second held back for probes (rate-driven policies with
+        ``settings.probe``; at most its ``max_budget_share`` of the budget)."""
         lam = np.asarray(rates, dtype=float).ravel()
         w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=float).ravel()
         if lam.size == 0:
@@ -123,16 +147,21 @@ class RevisitPlanner:
         if not (np.all(np.isfinite(lam)) and np.all(lam >= 0) and np.all(np.isfinite(w))
                 and np.all(w >= 0)):
             raise PlanError("rates and weights must be finite and >= 0")
-        policy = self.settings.policy
+        s = self.settings
+        policy, budget = s.policy, s.budget_per_s
+        if not (math.isfinite(reserve_per_s) and reserve_per_s >= 0):
+            raise PlanError(f"reserve_per_s must be finite and >= 0, got {reserve_per_s}")
+        if s.probe is not None and policy in RATE_DRIVEN:
+            budget -= min(reserve_per_s, s.probe.max_budget_share * budget)
         if policy is RevisitPolicy.PROPORTIONAL:
-            self._norm = _Norm(lam.size, total=float(np.sum(w * lam)))
+            self._norm = _Norm(lam.size, budget, total=float(np.sum(w * lam)))
         elif policy is RevisitPolicy.SQRT:
-            self._norm = _Norm(lam.size, total=float(np.sum(np.sqrt(w * lam))))
+            self._norm = _Norm(lam.size, budget, total=float(np.sum(np.sqrt(w * lam))))
         elif policy in (RevisitPolicy.FRESHNESS, RevisitPolicy.AGE):
-            _, mu = frequencies(Policy(policy.value), lam, w, self.settings.budget_per_s)
-            self._norm = _Norm(lam.size, mu=mu)
+            _, mu = frequencies(Policy(policy.value), lam, w, budget)
+            self._norm = _Norm(lam.size, budget, mu=mu)
         else:  # fixed, uniform, adaptive: only the count matters
-            self._norm = _Norm(lam.size)
+            self._norm = _Norm(lam.size, budget)
 
     # -- one page ---------------------------------------------------------------------------
     def frequency(self, rate: float, weight: float = 1.0) -> float:
@@ -153,7 +182,7 @@ class RevisitPlanner:
             score = math.sqrt(weight * rate)
         else:
             return self._optimal(rate, weight, norm.mu)
-        return s.budget_per_s * score / norm.total if norm.total > 0 else 0.0
+        return norm.budget * score / norm.total if norm.total > 0 else 0.0
 
     def _optimal(self, rate: float, weight: float, mu: float | None) -> float:
         if mu is None or rate <= 0 or weight <= 0:
@@ -168,7 +197,11 @@ class RevisitPlanner:
         if history is None or history.visits == 0:
             return (Estimate(prior.rate, Kind.NO_DATA, math.inf) if prior
                     else Estimate(0.0, Kind.NO_DATA, math.inf))
-        if history.lm_trusted():
+        if self.settings.probe is not None:
+            own = history.mle(None)
+            if own.kind is Kind.SATURATED:  # a lower bound: no prior may pull it down
+                return own
+        if history.lm_trusted() and not self._lm_contradicted(history):
             alpha, beta = (prior.strength, prior.strength / prior.rate) if prior else (0.0, 0.0)
             changes, exposure = history.x_lm + alpha, history.lm_exposure_s + beta
             if exposure > 0 and changes > 0:
@@ -177,6 +210,47 @@ class RevisitPlanner:
             if exposure > 0:
                 return Estimate(0.0, Kind.NO_CHANGE, math.inf)
         return history.mle(prior)
+
+    def _lm_contradicted(self, history: VisitHistory) -> bool:
+        """With probing on: the interval data put the rate surely above the Last-Modified
+        estimate (a saturated MLE is itself a lower bound). Off: never (the old rule)."""
+        if self.settings.probe is None or history.n_changed == 0:
+            return False
+        lm = history.last_modified_rate() or 0.0
+        est = history.mle(None)
+        if est.kind is Kind.SATURATED:
+            return est.rate > lm
+        low = est.rate * (1.0 - LM_CONTRADICTION_SIGMAS * est.rel_error)
+        return est.kind is Kind.POINT and low > lm
+
+    def probe_s(self, history: VisitHistory | None) -> float | None:
+        """The probe interval of a censored page under a rate-driven policy (None: the page
+        follows the plan). See freshness/explore.py."""
+        s = self.settings
+        if s.probe is None or s.policy not in RATE_DRIVEN:
+            return None
+        return probe_interval_s(history, s.probe, self.probe_floor_s)
+
+    @property
+    def probe_floor_s(self) -> float:
+        """The shortest probe interval: ``min_interval_s``, or the interval at which the
+        probes' share of the budget visits one page, if longer (probing a page more often
+        than the budget can pay for only delays the probes, and a late probe measures a
+        longer interval)."""
+        s = self.settings
+        share = s.probe.max_budget_share if s.probe is not None else 0.0
+        return max(s.min_interval_s, 1.0 / (share * s.budget_per_s)) if share > 0 \
+            else s.min_interval_s
+
+    @property
+    def probe_slots(self) -> int:
+        """How many pages the probes' budget share can probe at once at ``probe_floor_s``
+        (the caller keeps the set of pages under probing, e.g. in Redis, and admits a
+        censored page to it only while there is a free slot; the others follow the plan)."""
+        s = self.settings
+        if s.probe is None:
+            return 0
+        return max(1, int(s.probe.max_budget_share * s.budget_per_s * self.probe_floor_s))
 
     def rate_of(self, history: VisitHistory | None) -> float:
         return self.estimate_of(history).rate
@@ -194,7 +268,10 @@ class RevisitPlanner:
         Adaptive: the rule needs the page's current interval (``history.interval_s``; 0 or no
         history: start at ``fixed_interval_s``, else the uniform interval) and whether the
         visit just made found it ``changed`` (None: no new visit, keep the interval). The
-        caller stores the result back in ``history.interval_s`` (a float32 in the record)."""
+        caller stores the result back in ``history.interval_s`` (a float32 in the record).
+
+        With ``settings.probe``, a rate-driven policy's censored page gets the shorter of the
+        plan's interval and its probe interval (``probe_s``)."""
         s = self.settings
         if s.policy is RevisitPolicy.ADAPTIVE:
             current = history.interval_s if history is not None else 0.0
@@ -204,7 +281,9 @@ class RevisitPlanner:
             if changed is None:
                 return self._clip(current)
             return self._clip(s.adaptive.next_interval(current, changed))
-        return self.interval_at(self.rate_of(history), weight)
+        planned = self.interval_at(self.rate_of(history), weight)
+        probe = self.probe_s(history)
+        return planned if probe is None else min(planned, self._clip(probe))
 
     def interval_at(self, rate: float, weight: float = 1.0) -> float:
         """``interval_s`` of a page whose rate is known (not the adaptive rule's): 1/f

@@ -1,0 +1,157 @@
+"""Probing censored histories (freshness/explore.py, RevisitPlanner with ``probe``): a page that
+changed on every visit is probed on a geometric schedule down to the floor until a visit sees
+no change, and the interval MLE on the irregular intervals then estimates a rate far above the
+regular-interval range limit. Simulated Poisson pages, the planner's own schedule."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+
+from freshness.estimators import Kind, Prior, mle_rate, range_limit
+from freshness.explore import ProbeRule, censored, probe_interval_s, probes_left
+from freshness.history import VisitHistory
+from freshness.revisit import RevisitPlanner, RevisitPolicy, RevisitSettings
+
+START = 1_000_000
+#: Visits every 3 h (the uniform interval), probes down to 60 s.
+UNIFORM_S, FLOOR_S = 10_800, 60.0
+
+
+def _planner(policy: RevisitPolicy = RevisitPolicy.FRESHNESS, probe: ProbeRule | None = None,
+             budget: float = 1.0) -> RevisitPlanner:
+    return RevisitPlanner(RevisitSettings(policy=policy, budget_per_s=budget,
+                                          min_interval_s=FLOOR_S, max_interval_s=1e7,
+                                          probe=probe or ProbeRule()))
+
+
+def _regular(pattern: str, interval_s: int = UNIFORM_S) -> VisitHistory:
+    h = VisitHistory().observe(START, changed=False)
+    for i, c in enumerate(pattern, 1):
+        h = h.observe(START + i * interval_s, changed=c == "c")
+    return h
+
+
+def _explore(rate: float, seed: int, planner: RevisitPlanner) -> tuple[VisitHistory, int]:
+    """Four regular visits of a Poisson page, then the planner's probes until it stops."""
+    rng = random.Random(seed)
+    h, now, probes = VisitHistory().observe(START, changed=False), START, 0
+    gaps = [float(UNIFORM_S)] * 4
+    while gaps:
+        gap = gaps.pop(0)
+        now += int(gap)
+        h = h.observe(now, changed=rng.random() < -math.expm1(-rate * int(gap)))
+        probe = planner.probe_s(h)
+        if not gaps and probe is not None and probes < 50:
+            gaps.append(probe)
+            probes += 1
+    return h, probes
+
+
+def test_a_page_that_always_changed_is_censored_and_probed_geometrically_to_the_floor() -> None:
+    rule, planner = ProbeRule(factor=8.0), _planner(probe=ProbeRule(factor=8.0))
+    h = _regular("cccc")
+    assert censored(h, rule) and h.mle(None).kind is Kind.SATURATED
+    schedule = []
+    now = START + 4 * UNIFORM_S
+    while (nxt := probe_interval_s(h, rule, FLOOR_S)) is not None:
+        schedule.append(nxt)
+        now += int(nxt)
+        h = h.observe(now, changed=True)
+    # 10 800 s → ÷8 per step (of each bucket's representative) → the floor, 3 times
+    assert schedule[0] < UNIFORM_S / 4 and all(
+        b <= a for a, b in itertools.pairwise(schedule))
+    assert schedule[-3:] == [FLOOR_S] * 3 and len(schedule) <= 7
+    # a page that saw no change, or a change now and then, is not probed
+    assert not censored(_regular("...."), rule) and not censored(_regular(".c.."), rule)
+    assert probes_left(_regular("...."), rule, FLOOR_S) == 0
+    # the planner gives the probe interval only to rate-driven policies
+    assert planner.interval_s(_regular("cccc")) < UNIFORM_S / 4
+    for policy in (RevisitPolicy.UNIFORM, RevisitPolicy.ADAPTIVE):
+        assert _planner(policy).probe_s(_regular("cccc")) is None
+
+
+def test_probing_estimates_fast_pages_far_above_the_regular_range_limit() -> None:
+    """A page changing once a minute, visited every 3 h: the regular-interval estimate cannot
+    exceed ln(2n+1)/3 h (≈ 0.6 per hour, 1.7% of the rate); after probing, the MLE is within a
+    factor 3 of the truth, for a handful of probes. Negative control: probing off."""
+    rate = 1 / 60
+    limit = range_limit(4) / UNIFORM_S
+    planner = _planner()
+    ratios, costs = [], []
+    for seed in range(20):
+        h, probes = _explore(rate, seed, planner)
+        ratios.append(planner.rate_of(h) / rate)
+        costs.append(probes)
+    assert np.median(ratios) > 1 / 3 and min(ratios) > 10 * limit / rate, ratios
+    assert max(costs) <= 8 and np.mean(costs) <= 6, costs
+    off = RevisitPlanner(RevisitSettings(policy=RevisitPolicy.FRESHNESS, min_interval_s=FLOOR_S))
+    h, probes = _explore(rate, 0, off)
+    assert probes == 0 and off.rate_of(h) <= limit * 1.0001
+
+
+def test_a_slow_page_that_happened_to_change_costs_one_probe() -> None:
+    planner = _planner()
+    costs = [_explore(1 / 86_400, seed, planner)[1] for seed in range(40)]
+    assert np.mean(costs) < 1.0, costs
+
+
+def test_saturated_irregular_intervals_take_the_shortest_interval_for_the_correction() -> None:
+    """On regular intervals the bound is ln(2n+1)/t either way; on irregular ones the half
+    pseudo-visit at the mean interval (hours, from the regular visits) would put the bound
+    below what the three 60-s changed intervals already show."""
+    est = mle_rate([60.0] * 4, [], None, None)
+    assert est.kind is Kind.SATURATED and est.rate == pytest.approx(range_limit(4) / 60)
+    mixed = mle_rate([10_800.0] * 4 + [60.0] * 3, [])
+    assert mixed.kind is Kind.SATURATED and mixed.rate > 1 / 60
+    # what half a pseudo-visit at the mean interval would give: far below
+    mean = (4 * 10_800 + 180) / 7
+    assert mle_rate([10_800.0] * 4 + [60.0] * 3, [mean / 2]).rate < mixed.rate / 5
+
+
+def test_a_saturated_bound_is_not_shrunk_by_the_prior_only_with_probing() -> None:
+    h = _regular("cccc")
+    prior = Prior(rate=1 / 86_400, strength=1.0)
+    on, off = _planner(), RevisitPlanner(RevisitSettings(min_interval_s=FLOOR_S, prior=prior))
+    on.use_prior(prior)
+    assert on.rate_of(h) == pytest.approx(range_limit(4) / UNIFORM_S)
+    assert off.rate_of(h) < on.rate_of(h) / 3
+
+
+def test_last_modified_contradicted_by_the_intervals_is_not_used() -> None:
+    """Dates an hour coarse say 'changed ~30 min ago' on a page the probes show changes every
+    minute: the interval MLE's lower bound is above the Last-Modified rate, so it wins."""
+    h, now = VisitHistory().observe(START, changed=False, last_modified_s=START - 1800), START
+    for gap, changed, ago in [(UNIFORM_S, True, 1800)] * 4 + [(600, True, 300)] * 2 + \
+            [(60, True, 30)] * 10 + [(60, False, 90)] * 5:
+        now += gap
+        h = h.observe(now, changed=changed, last_modified_s=now - ago)
+    assert h.lm_trusted()
+    lm = h.last_modified_rate()
+    assert lm is not None and lm < 1 / 300  # the truth: 1/60
+    on = _planner()
+    off = RevisitPlanner(RevisitSettings(min_interval_s=FLOOR_S))
+    assert off.rate_of(h) == pytest.approx(lm)
+    assert on.rate_of(h) > 3 * lm
+
+
+def test_the_probe_share_sets_the_floor_slots_and_the_plan_budget() -> None:
+    rule = ProbeRule(max_budget_share=0.5)
+    small = _planner(budget=10 / 3600, probe=rule)  # 10 visits per hour: one probe slot
+    assert small.probe_floor_s == pytest.approx(720.0) and small.probe_slots == 1
+    big = _planner(budget=100.0, probe=rule)  # a real crawl: the floor is min_interval_s
+    assert big.probe_floor_s == FLOOR_S and big.probe_slots == 3000
+    rates = np.array([1e-5, 1e-4, 1e-3])
+    planner = _planner(RevisitPolicy.SQRT, budget=0.01, probe=rule)
+    planner.replan(rates, reserve_per_s=0.002)
+    spent = sum(1 / planner.interval_at(r) for r in rates)
+    assert spent == pytest.approx(0.008)
+    planner.replan(rates, reserve_per_s=1.0)  # capped at the share
+    assert sum(1 / planner.interval_at(r) for r in rates) == pytest.approx(0.005)
+    with pytest.raises(ValueError, match="max_budget_share"):
+        ProbeRule(max_budget_share=1.0)
+
