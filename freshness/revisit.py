@@ -33,8 +33,10 @@ second of that clock for the whole page set the planner covers.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 
@@ -126,6 +128,18 @@ class RevisitPlanner:
     @property
     def mu(self) -> float | None:
         return self._norm.mu if self._norm else None
+
+    def plan_state(self) -> dict[str, Any] | None:
+        """The last replan as plain data, to store for other processes (None: none yet)."""
+        n = self._norm
+        return None if n is None else {"pages": n.pages, "budget": n.budget,
+                                       "total": n.total, "mu": n.mu}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take a replan :meth:`plan_state` gave (made by another process, the owner)."""
+        mu = state["mu"]
+        self._norm = _Norm(int(state["pages"]), float(state["budget"]), float(state["total"]),
+                           None if mu is None else float(mu))
 
     def use_prior(self, prior: Prior | None) -> None:
         """Shrink estimates toward ``prior`` from now on (None: the settings' prior)."""

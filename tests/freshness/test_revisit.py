@@ -177,3 +177,19 @@ def test_bad_input_is_refused_with_a_reason() -> None:
     with pytest.raises(ValueError, match="min_interval_s"):
         RevisitSettings(min_interval_s=10.0, max_interval_s=1.0)
     assert RevisitSettings(policy="age").policy is RevisitPolicy.AGE  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("policy", PLANNED)
+def test_a_stored_plan_restored_elsewhere_gives_the_same_frequencies(
+        policy: RevisitPolicy) -> None:
+    """The partition owner stores its replan (plan_state, JSON in Redis); a worker's planner
+    restores it and gives each page the owner's frequency without replanning."""
+    import json
+
+    owner = _planner(policy)
+    owner.replan(RATES, WEIGHTS)
+    worker = _planner(policy)
+    assert worker.plan_state() is None
+    worker.restore(json.loads(json.dumps(owner.plan_state())))
+    for lam, w in zip(RATES, WEIGHTS, strict=True):
+        assert worker.frequency(lam, w) == pytest.approx(owner.frequency(lam, w), rel=1e-12)

@@ -19,7 +19,7 @@ import redis
 
 from freshness.adaptive import AdaptiveRule
 from freshness.estimators import Prior
-from freshness.revisit import RevisitPlanner, RevisitSettings, _Norm
+from freshness.revisit import RevisitPlanner, RevisitSettings
 from frontier.config import CrawlConfig
 from frontier.keys import Keys
 
@@ -47,12 +47,12 @@ def planner_settings(cfg: CrawlConfig) -> RevisitSettings:
 
 
 def plan_json(planner: RevisitPlanner) -> str:
-    """The replanned normaliser, as stored in ``rvp``."""
-    norm = planner._norm
-    if norm is None:
+    """The replanned normaliser and the partition's share of the budget, as stored in
+    ``rvp``."""
+    state = planner.plan_state()
+    if state is None:
         return "{}"
-    return json.dumps({"pages": norm.pages, "total": norm.total, "mu": norm.mu,
-                       "budget": planner.settings.budget_per_s})
+    return json.dumps({"share": planner.settings.budget_per_s, "plan": state})
 
 
 def planner_from(settings: RevisitSettings, raw: bytes | str | None) -> RevisitPlanner:
@@ -63,10 +63,8 @@ def planner_from(settings: RevisitSettings, raw: bytes | str | None) -> RevisitP
             d = json.loads(raw)
             if d:
                 # the partition's share when the owner planned (its schedule's share)
-                planner = RevisitPlanner(replace(settings, budget_per_s=float(d["budget"])))
-                # the planner has no setter for its plan: this module is its other half
-                planner._norm = _Norm(int(d["pages"]), float(d["total"]),
-                                      None if d["mu"] is None else float(d["mu"]))
+                planner = RevisitPlanner(replace(settings, budget_per_s=float(d["share"])))
+                planner.restore(d["plan"])
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("revisit plan unreadable, planning as before a replan: %s", exc)
     return planner
