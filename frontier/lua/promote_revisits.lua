@@ -24,6 +24,8 @@ local n = math.min(math.floor(tokens), max_n)
 local due = {}
 if n > 0 then due = redis.call('ZRANGEBYSCORE', rv, '-inf', now, 'LIMIT', 0, n) end
 local woke = -1
+-- admit.lua's wake rule (a script cannot call another's functions): a leased host is left
+-- alone, a due host's heap score lowered, else the host put into r at its next time.
 local function wake(host, score)
   if redis.call('HEXISTS', hb, host) == 1 then return end
   if mode ~= 'l' and redis.call('ZSCORE', pr, host) then

@@ -286,9 +286,20 @@ def fetch_records(result: FetchResult, warcinfo_id: str, version: str = "1.1") -
         f"Content-Type: application/http; msgtype=response\r\n"
         f"Content-Length: {len(resp_http) + len(body)}\r\n\r\n"
     ).encode("utf-8", "backslashreplace")
-    req_http = http_head(f"GET {request_target(url)} {proto}", result.request_headers)
+    request = request_record(result, version, date, warcinfo_id, req_id, resp_id,
+                             ip_line, uri_line)
+    return FetchRecords((resp_head + resp_http, body, WARC_END), request, date,
+                        payload_digest, headers)
+
+
+def request_record(result: FetchResult, version: str, date: str, warcinfo_id: str,
+                   req_id: str, concurrent_to: str, ip_line: str, uri_line: str) -> bytes:
+    """The request record of a fetch, ``WARC-Concurrent-To`` the record it goes with (the
+    response, or a revisit), whole with its end."""
+    proto = result.http_version
+    req_http = http_head(f"GET {request_target(result.url)} {proto}", result.request_headers)
     req_head = (
-        f"WARC/{version}\r\nWARC-Date: {date}\r\nWARC-Concurrent-To: {resp_id}\r\n"
+        f"WARC/{version}\r\nWARC-Date: {date}\r\nWARC-Concurrent-To: {concurrent_to}\r\n"
         f"WARC-Warcinfo-ID: {warcinfo_id}\r\n{ip_line}"
         f"WARC-Type: request\r\nWARC-Record-ID: {req_id}\r\n{uri_line}"
         f"WARC-Payload-Digest: {EMPTY_SHA1}\r\n"
@@ -296,5 +307,4 @@ def fetch_records(result: FetchResult, warcinfo_id: str, version: str = "1.1") -
         f"Content-Type: application/http; msgtype=request\r\n"
         f"Content-Length: {len(req_http)}\r\n\r\n"
     ).encode("utf-8", "backslashreplace")
-    return FetchRecords((resp_head + resp_http, body, WARC_END), req_head + req_http + WARC_END,
-                        date, payload_digest, headers)
+    return req_head + req_http + WARC_END

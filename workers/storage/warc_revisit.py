@@ -19,12 +19,11 @@ from dataclasses import dataclass
 
 from workers.fetch import FetchResult
 from workers.storage.warc_records import (
-    EMPTY_SHA1,
     WARC_END,
     FetchRecords,
     http_head,
     record_ids,
-    request_target,
+    request_record,
     sha1_label,
     stored_headers,
     warc_date,
@@ -81,15 +80,7 @@ def revisit_records(result: FetchResult, warcinfo_id: str, version: str,
         f"Content-Type: application/http; msgtype=response\r\n"
         f"Content-Length: {len(head)}\r\n\r\n"
     ).encode("utf-8", "backslashreplace")
-    req_http = http_head(f"GET {request_target(url)} {proto}", result.request_headers)
-    req_head = (
-        f"WARC/{version}\r\nWARC-Date: {date}\r\nWARC-Concurrent-To: {rev_id}\r\n"
-        f"WARC-Warcinfo-ID: {warcinfo_id}\r\n{ip_line}"
-        f"WARC-Type: request\r\nWARC-Record-ID: {req_id}\r\nWARC-Target-URI: {uri}\r\n"
-        f"WARC-Payload-Digest: {EMPTY_SHA1}\r\n"
-        f"WARC-Block-Digest: {sha1_label(hashlib.sha1(req_http).digest())}\r\n"
-        f"Content-Type: application/http; msgtype=request\r\n"
-        f"Content-Length: {len(req_http)}\r\n\r\n"
-    ).encode("utf-8", "backslashreplace")
-    return FetchRecords((rev_head + head, b"", WARC_END), req_head + req_http + WARC_END,
-                        date, payload or "-", [("Content-Type", REVISIT_MIME)])
+    request = request_record(result, version, date, warcinfo_id, req_id, rev_id, ip_line,
+                             f"WARC-Target-URI: {uri}\r\n")
+    return FetchRecords((rev_head + head, b"", WARC_END), request, date, payload or "-",
+                        [("Content-Type", REVISIT_MIME)])
