@@ -26,8 +26,16 @@ from .server import bind_all, serve
 from .site import SandboxSite
 
 
-def _parser_with_change_args(d: SandboxConfig) -> argparse.ArgumentParser:
+def _parser_with_optional_webs(d: SandboxConfig) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sandbox", description=__doc__)
+    o = p.add_argument_group("optional parts of the web")
+    o.add_argument("--duplicates", action="store_true",
+                   help="add exact/near-duplicate pages and mirror hosts (sandbox/duplicates.py)")
+    o.add_argument("--traps", action="store_true",
+                   help="add spider-trap hosts (sandbox/traps.py)")
+    o.add_argument("--sitemaps", action="store_true",
+                   help="allow-all hosts declare a sitemap with an orphan page "
+                        "(sandbox/sitemaps.py)")
     c = p.add_argument_group("the changing web (sandbox/change_model.py, issue 19)")
     c.add_argument("--changes", action="store_true",
                    help="a share of the pages change as Poisson processes at known rates")
@@ -49,7 +57,7 @@ def _parser_with_change_args(d: SandboxConfig) -> argparse.ArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     d = SandboxConfig()
-    p = _parser_with_change_args(d)
+    p = _parser_with_optional_webs(d)
     p.add_argument("--seed", type=int, default=d.seed)
     g = p.add_argument_group("internet-like latency model (sandbox/latency.py)")
     g.add_argument("--internet", action="store_true",
@@ -83,10 +91,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "domain)")
     p.add_argument("--log", help="request log file (JSONL, appended); required unless --no-serve")
     p.add_argument("--port", type=int, default=0, help="0: pick a free port")
-    p.add_argument("--duplicates", action="store_true",
-                   help="add exact/near-duplicate pages and mirror hosts (sandbox/duplicates.py)")
-    p.add_argument("--traps", action="store_true",
-                   help="add spider-trap hosts (sandbox/traps.py)")
     p.add_argument("--pagerank-out", metavar="FILE",
                    help="write the PageRank ground truth (JSON: scores by URL, best first)")
     p.add_argument("--prerender", action="store_true",
@@ -113,7 +117,7 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
     return SandboxConfig(seed=a.seed, hosts=a.hosts, pages_per_host=a.pages_per_host, ips=a.ips,
                          crawl_delay_s=a.crawl_delay_s, robots_slow_s=a.robots_slow_s,
                          slow_page_s=a.slow_page_s, hang_s=a.hang_s, duplicates=a.duplicates,
-                         traps=a.traps, domain=a.domain, latency=a.latency,
+                         traps=a.traps, sitemaps=a.sitemaps, domain=a.domain, latency=a.latency,
                          latency_median_s=a.latency_median_s, latency_shape=a.latency_shape,
                          slow_host_share=a.slow_host_share, fail_share=a.fail_share,
                          keepalive_idle_s=a.keepalive_idle_s, trickle_share=a.trickle_share,

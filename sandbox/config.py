@@ -34,6 +34,9 @@ class SandboxConfig:
     #: Serve spider-trap hosts (sandbox/traps.py), each linked from a few normal pages. Off:
     #: the web is byte-identical to the one without this option.
     traps: bool = False
+    #: Every allow-all host declares /sitemap.xml in its robots.txt, listing its pages and an
+    #: orphan page no page links to (sandbox/sitemaps.py). Off: the web is byte-identical.
+    sitemaps: bool = False
     #: The internet-like latency model (sandbox/latency.py); all fields below act only with it.
     #: Off: the web answers at once, byte-identical and as fast as without these options.
     latency: bool = False

@@ -74,6 +74,7 @@ class SandboxWeb:
                 "--domain", c.domain,
                 *(["--duplicates"] if c.duplicates else []),
                 *(["--traps"] if c.traps else []),
+                *(["--sitemaps"] if c.sitemaps else []),
                 *(["--latency", "--latency-median", str(c.latency_median_s),
                    "--latency-shape", str(c.latency_shape),
                    "--slow-host-share", str(c.slow_host_share),

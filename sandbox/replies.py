@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
 
+from . import sitemaps
 from .config import SandboxConfig
 from .duplicates import Duplicates
 from .graph import PageBuilder, PageSpec
@@ -150,7 +151,16 @@ class SiteReplies:
             headers = (("Location", self._url(host, rr.location)),) if rr.location else ()
             ctype = "text/plain" if rr.status == 200 else "text/html"
             delay = cfg.robots_slow_s if kind is RobotsKind.SLOW else 0.0
-            return Reply(rr.status, rr.body, ctype, "robots", headers, delay)
+            body = rr.body
+            if cfg.sitemaps and sitemaps.has_sitemap(lay, host):
+                body += sitemaps.robots_line(self._url(host, ""))
+            return Reply(rr.status, body, ctype, "robots", headers, delay)
+        if cfg.sitemaps and sitemaps.has_sitemap(lay, host):
+            if path == sitemaps.SITEMAP_PATH:
+                urls = sitemaps.sitemap_urls(lay, self._url(host, ""), host)
+                return Reply(200, sitemaps.sitemap_body(urls), sitemaps.SITEMAP_TYPE, "sitemap")
+            if path == sitemaps.ORPHAN_PATH:
+                return Reply(200, sitemaps.orphan_body(host), "text/html", "page")
         page_id = lay.page_of[host].get(path)
         if self.dups is not None:
             fam = self.dups.family_page(host, path)

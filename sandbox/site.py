@@ -6,6 +6,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
+from . import sitemaps
 from .config import SandboxConfig
 from .duplicates import DuplicatePair, Duplicates
 from .graph import PageBuilder, PageSpec
@@ -208,6 +209,11 @@ class SandboxSite:
             self.dups is not None and self.dups.family_page(host, path) is not None
         ):
             return "page"
+        if self.config.sitemaps and sitemaps.has_sitemap(lay, host):
+            if path == sitemaps.SITEMAP_PATH:
+                return "sitemap"
+            if path == sitemaps.ORPHAN_PATH:
+                return "page"
         special = lay.specials.get((host, path))
         if special is not None:
             return self.replies.special(special).kind
@@ -254,6 +260,9 @@ class SandboxSite:
                 out[robots_url] = "timeout" if kind is RobotsKind.HANG else "robots"
                 if kind is RobotsKind.REDIRECT:
                     out[self.url(host, REAL_ROBOTS_PATH)] = "robots"
+                if self.config.sitemaps and sitemaps.has_sitemap(self.layout, host):
+                    # robots.txt's Sitemap: line is a seed; the sitemap lists every page
+                    queue.append(self.url(host, sitemaps.SITEMAP_PATH))
             if url in out or not rules[host].allowed(url, user_agent_token):
                 continue
             kind = out[url] = self.kind_of(host, parts.path, parts.query)
@@ -262,6 +271,8 @@ class SandboxSite:
                 queue.extend(outs)
                 if links is not None:
                     links[url] = outs
+            elif kind == "sitemap":
+                queue.extend(sitemaps.sitemap_urls(self.layout, self.url(host, ""), host))
             elif kind == "redirect":
                 nxt = self.redirect_target(url)
                 if nxt:
