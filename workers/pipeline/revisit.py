@@ -40,6 +40,10 @@ from workers.storage.warc_revisit import RevisitProfile, WarcRevisit
 
 log = logging.getLogger(__name__)
 
+#: Longest ETag kept for a conditional GET (real ones are a hash, 20-70 characters); a longer
+#: one is not stored, and the page is revisited by If-Modified-Since or a whole GET.
+MAX_ETAG_CHARS = 256
+
 
 class Basis(enum.StrEnum):
     """What a change decision rests on."""
@@ -203,6 +207,8 @@ def track_visit(ctx: PipelineServices, lease: Lease, res: FetchResult, result: L
     decision = decide(ctx, res, prior, feats, digest)
     last = prior.state if prior is not None and prior.state is not None else VisitState()
     etag = res.header("etag") or (last.etag if status == 304 else "")
+    if len(etag) > MAX_ETAG_CHARS:  # a server's 8 KB "ETag" is not kept per URL in Redis
+        etag = ""
     fetched = int(res.started_at)
     full_copy = ctx.warc is not None and revisit_profile(lease, res, prior) is None
     sketch = sketch_of(feats[1]) if feats is not None else last.sketch
