@@ -75,6 +75,8 @@ _PCT = re.compile(
     r"|6[1-9A-Fa-f]|7[0-9AaEe])|(?![0-9A-Fa-f]{2}))"
 )
 # ASCII characters WHATWG leaves raw in path/query that RFC 3986 does not allow there.
+#: A "." or ".." path segment (what stripping ";sid=x" from "..;sid=x" can leave behind).
+_DOT_SEGMENT = re.compile(r"/\.\.?(?=/|$)")
 _RAW = re.compile(r"[\^|`{}\\ \"<>]")
 _RAW_TABLE = str.maketrans({c: f"%{ord(c):02X}" for c in "^|`{}\\ \"<>"})
 _EMPTY_HOST = re.compile(r"^[\x00-\x20]*https?:[/\\\t\n\r]*(?:[?#]|$)", re.IGNORECASE)
@@ -172,7 +174,12 @@ def finish_href(href: str, sort_query: bool = False,
     if _RAW.search(rest):
         rest = rest.translate(_RAW_TABLE)
     if strip is not None and ("?" in rest or ";" in rest):
-        rest = strip(rest)
+        stripped = strip(rest)
+        if stripped != rest and _DOT_SEGMENT.search(stripped.partition("?")[0]):
+            # "/..;jsessionid=x/" stripped leaves "/../", which a parser resolves: parse again
+            # so the canonical URL stays a fixed point (found by tests/fuzz)
+            return finish_href(normalize_url(href[:slash] + stripped), sort_query, strip)
+        rest = stripped
     if sort_query and "?" in rest:
         path, _, query = rest.partition("?")
         rest = path + "?" + "&".join(sorted(query.split("&")))

@@ -47,3 +47,12 @@ def test_checker_catches_a_canonicalizer_that_is_not_idempotent(
     assert properties.canonicalize is urls.canonicalize  # the checker runs the patched code
     with pytest.raises(PropertyFailed, match="not idempotent"):
         check_canonicalize("http://a.example/%25")
+
+
+@pytest.mark.parametrize("url", [
+    "http://example.com/.;SID=", "http://example.com/a/..;jsessionid=x/b",
+    "http://example.com/a/.;jsessionid=x", "http://example.com/..;sid=1?q=1"])
+def test_a_dot_segment_left_by_session_id_stripping_is_resolved(url: str) -> None:
+    """Found by the fuzzing in CI: ".;SID=" stripped to "." gave "http://example.com/.",
+    which a parser re-reads as "http://example.com/" (not a fixed point)."""
+    assert check_canonicalize(url) == "ok"
