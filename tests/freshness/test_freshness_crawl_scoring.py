@@ -83,7 +83,7 @@ def test_a_visit_at_the_change_sees_it_and_renews_the_copy() -> None:
 def test_agrees_with_the_change_model_on_a_grid() -> None:
     """On a real changing web's truth and random visits, the exact integrals match the mean of
     ChangeModel.is_current / age over a fine grid."""
-    config = SandboxConfig(seed=5, hosts=4, pages_per_host=8, ips=2, changes=True,
+    config = SandboxConfig(seed=5, hosts=12, pages_per_host=10, ips=2, changes=True,
                            change_share=0.8, time_acceleration=60.0,
                            change_min_interval_s=60.0, change_max_interval_s=3600.0)
     site = SandboxSite(config, 8080)
