@@ -149,7 +149,9 @@ def _robots_tokens(value: str, header: bool) -> set[str]:
     return out
 
 
-def _parse_tree(body: bytes, encoding: str) -> Any:
+def _parse_tree(body: bytes, encoding: str) -> tuple[Any, bool]:
+    """(root, whether libxml2 stopped at its depth limit and dropped the rest of the page:
+    flatscan.py then reads the links)."""
     try:
         parser = _parser(encoding)
     except LookupError:  # libxml2/iconv lacks this codec: decode in Python instead
@@ -160,9 +162,7 @@ def _parse_tree(body: bytes, encoding: str) -> Any:
                                 parser)
     else:
         root = etree.fromstring(body, parser)
-    # libxml2 stops at its depth limit and drops the rest of the page (flatscan.py)
-    _local.too_deep = any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log)
-    return root
+    return root, any(e.type_name == "ERR_RESOURCE_LIMIT" for e in parser.error_log)
 
 
 def _parser_str() -> etree.HTMLParser:
@@ -194,7 +194,7 @@ def parse_html(
         return page
     try:
         page.encoding = sniff_encoding(body, content_type)
-        root = _parse_tree(body, page.encoding)
+        root, too_deep = _parse_tree(body, page.encoding)
     except Exception as exc:  # lxml raises on "Document is empty" and similar
         page.error = f"unparseable: {type(exc).__name__}: {exc}"[:300]
         return page
@@ -205,7 +205,7 @@ def parse_html(
     if _looks_binary(body):
         page.error = "binary content (control bytes), parsed anyway"
     try:
-        if getattr(_local, "too_deep", False):
+        if too_deep:
             page.error = ("nested deeper than libxml2's limit (256 elements): links read by a "
                           "flat scan of the tags")
             _walk(page, ScannedPage(body.decode(page.encoding, "replace"), _TAGS), url,
@@ -370,7 +370,7 @@ def extract_text(tree_or_body: Any) -> str:
         if not root.strip():
             return ""
         try:
-            root = _parse_tree(root, sniff_encoding(root, None))
+            root, _too_deep = _parse_tree(root, sniff_encoding(root, None))
         except Exception:
             return ""
     if root is None:
