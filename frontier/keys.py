@@ -82,8 +82,8 @@ class Keys:
                    into host queues; frontier/revisits.py)
           rvb      HASH the revisit token bucket: tokens, at (promote_revisits)
           rvp      STRING the owner's revisit plan for the partition's workers (JSON)
-          fh:<n>   HASH 8-byte URL hash -> 64-byte visit history (freshness/store.py)
-          fv:<n>   HASH 8-byte URL hash -> validators and text sketch of the last visit
+          fh:<n>   HASH 4 bytes of the URL hash -> 52-byte visit history (freshness/store.py)
+          fv:<n>   HASH 4 bytes of the URL hash -> validators and text sketch of the last visit
                    (workers/pipeline/revisit_state.py); fvx the same for long ETags
         """
         return f"{self.ns}:{{{partition}}}:"
