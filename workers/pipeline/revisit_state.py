@@ -124,10 +124,14 @@ class VisitStore:
                     state: VisitState) -> None:
         """HSETs of the URL's new history and state on a frontier pipeline (the completion's
         round trip)."""
-        (hkey, fld), skey, xkey = self.locations(partition, url)
-        value = state.pack()
+        self.queue_history(pipe, partition, url, history)
+        self.queue_state(pipe, partition, url, state)
+
+    def queue_history(self, pipe: Any, partition: int, url: str, history: VisitHistory) -> None:
+        (hkey, fld), _skey, _xkey = self.locations(partition, url)
         pipe.command("hset", hkey, fld, history.pack())
-        if len(value) <= LISTPACK_VALUE:
-            pipe.command("hset", skey, fld, value)
-        else:
-            pipe.command("hset", xkey, fld, value)
+
+    def queue_state(self, pipe: Any, partition: int, url: str, state: VisitState) -> None:
+        (_hkey, fld), skey, xkey = self.locations(partition, url)
+        value = state.pack()
+        pipe.command("hset", skey if len(value) <= LISTPACK_VALUE else xkey, fld, value)
