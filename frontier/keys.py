@@ -77,7 +77,8 @@ class Keys:
           sp:<host> STRING the host's soft-404 probe (workers/pipeline/soft404.py), with a TTL
           lm:<host> HASH url -> its sitemap lastmod (workers/pipeline/sitemaps.py), with a TTL
           bfprobe:<uuid> a process's short-lived probe for RedisBloom (frontier/redisbloom.py)
-          rv       ZSET "host\tdepth url" -> next visit time: the revisit schedule of
+          rv       ZSET "depth url" (or "host\tdepth url" when the host queue is not the
+                   URL's own host: frontier/revisits.py) -> next visit time: the schedule of
                    continuous crawling (complete adds, promote_revisits moves due ones
                    into host queues; frontier/revisits.py)
           rvb      HASH the revisit token bucket: tokens, at (promote_revisits)
