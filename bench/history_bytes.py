@@ -31,7 +31,7 @@ BATCH = 5000
 
 
 def records(n: int) -> list[VisitHistory]:
-    """Varied, plausible records (the values do not change the size: fixed 64 bytes)."""
+    """Varied, plausible records (the values do not change the size: fixed RECORD_BYTES)."""
     rng = np.random.default_rng(7)
     out = []
     for i in range(n):

@@ -1,11 +1,18 @@
-"""Visit histories in Redis: 64-byte records in small hashes keyed by a 64-bit URL hash.
+"""Visit histories in Redis: 51-byte records in small hashes keyed by a 32-bit slice of a
+64-bit URL hash.
 
-Records are grouped into ``buckets`` hashes (``<prefix><n>``) by xxh64 of the URL; the field is
-the 8-byte hash, not the URL. Sized so that a hash holds at most Redis's
-``hash-max-listpack-entries`` (128 by default) fields, each hash stays a listpack and a URL costs
-about its 72 bytes of field and value plus a few bytes of listpack headers, and no copy of the URL
-(the revisit schedule already holds it). Two URLs with the same 64-bit hash would share a record:
-at 10⁹ URLs the chance that any pair does is about 3 %, and the harm is one merged history.
+Records are grouped into ``buckets`` hashes (``<prefix><n>``) by xxh64 of the URL: the low 32
+bits pick the hash (modulo ``buckets``), the field is the high 32 bits (4 bytes), not the URL.
+Sized so that a hash holds at most Redis's ``hash-max-listpack-entries`` (128 by default)
+fields, each hash stays a listpack, and a URL costs its 4-byte field and 51-byte value plus one
+header byte and one back-length byte for each, and about a byte of the hash's own overhead:
+about 60 bytes, and no copy of the URL (the revisit schedule holds it).
+
+Two URLs of a partition share a record when they fall in the same hash and have the same
+field: with about TARGET_PER_HASH records per hash, a URL meets about that many others, each
+matching with odds 2⁻³², so a crawl of N URLs expects about N·TARGET_PER_HASH/2/2³² shared
+pairs: 0.01 at 10⁶ URLs, 1 at 10⁸, 11 at 10⁹. The harm is one merged history (and visit
+state: an ETag sent to the wrong URL gets a full 200, not a wrong 304).
 
 The crawl passes a partition's prefix (frontier.keys.Keys.prefix(p) + "fh:") so the records of a
 partition share its slot. A URL is visited by one worker at a time (its host is leased), so
@@ -45,7 +52,7 @@ class HistoryStore:
     def location(self, url: str) -> tuple[str, bytes]:
         """(hash key, field) of the record of ``url``."""
         h = xxhash.xxh64_intdigest(url.encode())
-        return f"{self.prefix}{h % self.buckets}", h.to_bytes(8, "big")
+        return f"{self.prefix}{(h & 0xFFFF_FFFF) % self.buckets}", (h >> 32).to_bytes(4, "big")
 
     def get_many(self, urls: Sequence[str]) -> list[VisitHistory | None]:
         """The records of ``urls`` (None where there is none; an unreadable record is

@@ -77,13 +77,14 @@ class Keys:
           sp:<host> STRING the host's soft-404 probe (workers/pipeline/soft404.py), with a TTL
           lm:<host> HASH url -> its sitemap lastmod (workers/pipeline/sitemaps.py), with a TTL
           bfprobe:<uuid> a process's short-lived probe for RedisBloom (frontier/redisbloom.py)
-          rv       ZSET "host\tdepth url" -> next visit time: the revisit schedule of
+          rv       ZSET "depth url" (or "host\tdepth url" when the host queue is not the
+                   URL's own host: frontier/revisits.py) -> next visit time: the schedule of
                    continuous crawling (complete adds, promote_revisits moves due ones
                    into host queues; frontier/revisits.py)
           rvb      HASH the revisit token bucket: tokens, at (promote_revisits)
           rvp      STRING the owner's revisit plan for the partition's workers (JSON)
-          fh:<n>   HASH 8-byte URL hash -> 64-byte visit history (freshness/store.py)
-          fv:<n>   HASH 8-byte URL hash -> validators and text sketch of the last visit
+          fh:<n>   HASH 4 bytes of the URL hash -> 52-byte visit history (freshness/store.py)
+          fv:<n>   HASH 4 bytes of the URL hash -> validators and text sketch of the last visit
                    (workers/pipeline/revisit_state.py); fvx the same for long ETags
         """
         return f"{self.ns}:{{{partition}}}:"

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from frontier.records import Completion, Entry, Lease
+from frontier.revisits import schedule_member
 from frontier.scripts import Store, load_script, owners_of, text
 
 _ACQUIRE = load_script("acquire")
@@ -76,7 +77,8 @@ def decode_begin(raw: Sequence[Any]) -> list[bool]:
 def encode_complete(prefix: str, mode: str, completions: Iterable[Completion]) -> list[Any]:
     """lua/complete.lua's ARGV: prefix, mode, then per lease: lease id, host, next_allowed,
     outcome, requeued entry ('' = none), 'h'/'t' (head/tail), score, revisit time and the
-    tracked entry ('' and '': the URL is not put in the revisit schedule)."""
+    schedule member (frontier/revisits.py ``schedule_member``; '' and '': the URL is not put
+    in the revisit schedule)."""
     argv: list[Any] = [prefix, mode]
     for c in completions:
         argv += [c.lease.lease_id, c.lease.host, repr(c.next_allowed), c.outcome,
@@ -85,7 +87,8 @@ def encode_complete(prefix: str, mode: str, completions: Iterable[Completion]) -
         if c.revisit_at is None:
             argv += ["", ""]
         else:
-            argv += [repr(c.revisit_at), Entry(c.lease.entry.url, c.lease.entry.depth).encode()]
+            tracked = Entry(c.lease.entry.url, c.lease.entry.depth)
+            argv += [repr(c.revisit_at), schedule_member(c.lease.host, tracked)]
     return argv
 
 

@@ -1,6 +1,13 @@
 """The revisit schedule of continuous crawling: per partition, a ZSET of tracked URLs -> next
 visit time, and the promotion of due revisits into their host queues under the budget.
 
+A member is the tracked entry, "depth url" (frontier.records.Entry), and nothing else when
+lua/promote_revisits.lua can find the URL's host queue from the URL alone: the netloc between
+"://" and the next "/", after its last "@" (frontier.urls.host_of without its lower(), which a
+canonical URL's host does not need; the test is exact, in bytes, see ``schedule_member``).
+Otherwise, e.g. a host key that is not the URL's own, the member is "host\tdepth url". Not
+repeating the host saves its length and a byte per tracked URL (docs/freshness.md).
+
 Encoder and decoder of lua/promote_revisits.lua. A tracked URL is always in exactly one of
 three places: its partition's schedule ``rv``, its host queue (as a revisit entry), or a
 lease. lua/complete.lua moves it from a lease into ``rv`` in the step that ends the lease;
@@ -21,12 +28,48 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from frontier.records import Entry
 from frontier.scripts import Store, load_script, text
 
 _PROMOTE = load_script("promote_revisits")
 
 #: Most revisits one call promotes per partition (bounds the script's time in Redis).
 MAX_PROMOTE = 500
+
+
+def url_host(url: str) -> str | None:
+    """The host queue key lua/promote_revisits.lua derives from a URL (its ``url_host``,
+    byte for byte): None when the URL has no "://" (the member then names its host)."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    end = url.find("/", start + 3)
+    netloc = url[start + 3:] if end < 0 else url[start + 3:end]
+    return netloc[netloc.rfind("@") + 1:]
+
+
+def schedule_member(host: str, entry: Entry) -> str:
+    """The schedule's member of a tracked entry of ``host``'s queue (the module docstring)."""
+    tracked = entry.encode()
+    return tracked if url_host(entry.url) == host else f"{host}\t{tracked}"
+
+
+def member_entry(member: str | bytes) -> Entry:
+    """The tracked entry of a schedule member, of either form."""
+    raw = member.decode() if isinstance(member, bytes) else member
+    return Entry.decode(raw.rpartition("\t")[2])
+
+
+def member_host(member: str | bytes) -> str:
+    """The host queue a schedule member goes back to, as the script finds it."""
+    raw = member.decode() if isinstance(member, bytes) else member
+    host, tab, _tracked = raw.partition("\t")
+    if tab:
+        return host
+    found = url_host(Entry.decode(raw).url)
+    if found is None:
+        raise ValueError(f"schedule member without a host: {raw[:200]!r}")
+    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from warcio.archiveiterator import ArchiveIterator
 from dedup.service import DedupService
 from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.redisserver import EmbeddedRedis
+from frontier.revisits import member_entry
 from frontier.urls import host_of
 from sandbox import SandboxWeb
 from sandbox.change_model import ChangeModel
@@ -287,7 +288,7 @@ def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:
     assert plan.replanned and plan.mu is not None
     store = VisitStore(fr.r, cfg)
     for member, due in after.items():
-        url = Entry.decode(member.decode().split("\t", 1)[1]).url
+        url = member_entry(member).url
         (history,) = store.history_store(p).get_many([url])
         assert history is not None
         assert due == pytest.approx(history.last_visit_s + plan.interval_s(history))

@@ -19,6 +19,7 @@ import redis
 
 from frontier.frontier import Entry
 from frontier.redisserver import EmbeddedRedis
+from frontier.revisits import member_entry
 from tests.continuouskit import CHANGING, continuous_config
 from tests.webs import SandboxWebs
 from workers.cli.crawl import WorkerPool, init_crawl
@@ -39,7 +40,7 @@ def _places(client: redis.Redis, ns: str, partitions: int) -> Counter[str]:
     for p in range(partitions):
         prefix = f"{ns}:{{{p}}}:"
         for m in client.zrange(prefix + "rv", 0, -1):
-            where[Entry.decode(m.decode().split("\t", 1)[1]).url] += 1
+            where[member_entry(m).url] += 1
         for v in client.hvals(prefix + "L"):
             where[Entry.decode(v.decode().split("\t")[1]).url] += 1
         for key in client.scan_iter(prefix + "q:*"):

@@ -8,12 +8,13 @@
 --   set), <prefix>q:<host> and <prefix>qe (the requeued entry), <prefix>s (counters:
 --   inflight, queued, stale, and the outcome's counter).
 -- ARGV: prefix, mode ('l' FIFO lists, else priority ZSETs), then per lease: lease, host,
---   next_allowed, outcome, requeue_entry, where, score, revisit_at, tracked; where = 'h' (head) or 't' (tail),
---   requeue_entry '' = none; score = the entry's priority score (ZSET queues only: a
---   priority queue has no head or tail, the entry goes back with its own score);
---   then revisit_at, tracked: revisit_at = '' or the URL's next visit time; continuous
---   crawling puts ``tracked`` (the entry as "depth url") in the revisit schedule <prefix>rv,
---   member "host\ttracked" (frontier/revisits.py), in the same step that ends its lease.
+--   next_allowed, outcome, requeue_entry, where, score, revisit_at, member; where = 'h'
+--   (head) or 't' (tail), requeue_entry '' = none; score = the entry's priority score (ZSET
+--   queues only: a priority queue has no head or tail, the entry goes back with its own
+--   score); then revisit_at, member: revisit_at = '' or the URL's next visit time;
+--   continuous crawling puts ``member`` ("depth url", or "host\tdepth url" when the host is
+--   not the URL's own: frontier/revisits.py schedule_member) in the revisit schedule
+--   <prefix>rv, in the same step that ends its lease.
 -- A lease that is no longer current (it expired and was re-queued by reap) is stale: nothing
 -- is changed except the 'stale' counter, so an old owner can never release a host twice.
 -- Reply: the number of stale leases.
@@ -49,7 +50,7 @@ while i <= #ARGV do
     end
     if outcome ~= '' then redis.call('HINCRBY', st, outcome, 1) end
     if ARGV[i + 7] ~= '' then
-      redis.call('ZADD', prefix .. 'rv', ARGV[i + 7], host .. '\t' .. ARGV[i + 8])
+      redis.call('ZADD', prefix .. 'rv', ARGV[i + 7], ARGV[i + 8])
     end
     if mode == 'l' then left = redis.call('LLEN', q) else left = redis.call('ZCARD', q) end
     if left > 0 then redis.call('ZADD', ready, nxt, host) end

@@ -1,7 +1,9 @@
 -- Promote a partition's due revisits into their host queues, within its share of the revisit
 -- budget (continuous crawling; frontier/revisits.py PromoteCall, PromoteReply).
 -- KEYS[1] = <prefix>r (Keys.ready). Built from ARGV[1] = <prefix>, all in p's slot:
---   <prefix>rv        ZSET "host\tdepth url" -> next visit time (due members removed)
+--   <prefix>rv        ZSET "depth url" (the host queue is the URL's: url_host below), or
+--                     "host\tdepth url" -> next visit time (due members removed;
+--                     frontier/revisits.py schedule_member)
 --   <prefix>rvb       HASH the token bucket: tokens, at (the partition's share of the budget,
 --                     so the cap holds whichever worker owns the partition)
 --   <prefix>q:<host>  the host's queue: a revisit goes to its head (LIST, mode 'l') or gets
@@ -38,11 +40,21 @@ local function wake(host, score)
     woke = nxt
   end
 end
+-- frontier/revisits.py url_host, byte for byte: the netloc after its last '@'.
+local function url_host(url)
+  local s = string.find(url, '://', 1, true) + 3
+  local e = string.find(url, '/', s, true)
+  local netloc = e and string.sub(url, s, e - 1) or string.sub(url, s)
+  local at = string.find(netloc, '@[^@]*$')
+  if at then netloc = string.sub(netloc, at + 1) end
+  return netloc
+end
 for _, member in ipairs(due) do
   local tab = string.find(member, '\t', 1, true)
-  local host, entry = string.sub(member, 1, tab - 1), string.sub(member, tab + 1)
+  local entry = tab and string.sub(member, tab + 1) or member
   local sp = string.find(entry, ' ', 1, true)
   local head, url = string.sub(entry, 1, sp - 1) .. '.0.0.r', string.sub(entry, sp + 1)
+  local host = tab and string.sub(member, 1, tab - 1) or url_host(url)
   local q = prefix .. 'q:' .. host
   if mode == 'l' then
     redis.call('LPUSH', q, head .. ' ' .. url)

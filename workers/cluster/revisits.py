@@ -22,7 +22,7 @@ from freshness.history import VisitHistory
 from freshness.policies import PlanError
 from freshness.revisit import RevisitPlanner
 from frontier.frontier import Frontier
-from frontier.records import Entry
+from frontier.revisits import member_entry
 from workers.pipeline.revisit_state import VisitStore
 from workers.runtime.revisit_plans import plan_json, planner_from, planner_settings
 
@@ -81,7 +81,7 @@ class RevisitOwner:
                    for m in r.zrange(keys.revisits(partition), 0, REPLAN_MAX_URLS - 1)]
         if not members:
             return 0
-        urls = [Entry.decode(m.split("\t", 1)[1]).url for m in members]
+        urls = [member_entry(m).url for m in members]
         histories = self.store.history_store(partition).get_many(urls)
         share = self._shares.get(partition) or (
             self.config.revisit_budget_pages_s / self.config.partitions)

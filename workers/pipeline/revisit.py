@@ -131,7 +131,7 @@ def revisit_profile(lease: Lease, res: FetchResult, prior: PriorVisit | None
     # same payload as the earlier (truncated) copy, as the change decision also says
     if (res.status is not None and 200 <= res.status < 300
             and res.cut_reason in (None, "length")
-            and body_digest(res.body) == prior.history.digest):
+            and prior.history.same_digest(body_digest(res.body))):
         return RevisitProfile.IDENTICAL_PAYLOAD
     return None
 
@@ -170,7 +170,7 @@ def decide(ctx: PipelineServices, res: FetchResult, prior: PriorVisit | None,
         return ChangeDecision(False, Basis.FIRST)
     if res.status == 304:
         return ChangeDecision(False, Basis.NOT_MODIFIED)
-    same = digest is not None and digest == prior.history.digest
+    same = prior.history.same_digest(digest)
     if same:
         return ChangeDecision(False, Basis.SAME_DIGEST, True)
     sim = _similarity(feats, prior)

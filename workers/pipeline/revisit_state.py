@@ -1,12 +1,12 @@
-"""What continuous crawling keeps per tracked URL besides its 64-byte visit history: the
+"""What continuous crawling keeps per tracked URL besides its 52-byte visit history: the
 validators of the last visit (ETag; Last-Modified is in the history), the day of the last
 full WARC capture, and a 32-byte sketch of the page's main text.
 
 Both live in small hashes of the URL's partition, bucketed by the URL's 64-bit hash like the
-history (freshness/store.py: the field is the 8-byte hash, not the URL; the schedule holds
-the URL): ``fh:<n>`` the history, ``fv:<n>`` this state. A state with an ETag too long to keep
-the value within Redis's listpack limit (64 bytes) goes to one hash ``fvx`` of its own, so the
-bucket hashes stay listpacks.
+history (freshness/store.py: the field is 4 bytes of the URL's hash, not the URL; the
+schedule holds the URL): ``fh:<n>`` the history, ``fv:<n>`` this state. A state with an ETag
+too long to keep the value within Redis's listpack limit (64 bytes) goes to one hash ``fvx``
+of its own, so the bucket hashes stay listpacks.
 
 The sketch is a b-bit MinHash (Li & König, 2010) of the signature dedup/ computes anyway: the
 low 2 bits of each of the 128 minima. Two versions agree on a bit pair with probability
@@ -124,10 +124,14 @@ class VisitStore:
                     state: VisitState) -> None:
         """HSETs of the URL's new history and state on a frontier pipeline (the completion's
         round trip)."""
-        (hkey, fld), skey, xkey = self.locations(partition, url)
-        value = state.pack()
+        self.queue_history(pipe, partition, url, history)
+        self.queue_state(pipe, partition, url, state)
+
+    def queue_history(self, pipe: Any, partition: int, url: str, history: VisitHistory) -> None:
+        (hkey, fld), _skey, _xkey = self.locations(partition, url)
         pipe.command("hset", hkey, fld, history.pack())
-        if len(value) <= LISTPACK_VALUE:
-            pipe.command("hset", skey, fld, value)
-        else:
-            pipe.command("hset", xkey, fld, value)
+
+    def queue_state(self, pipe: Any, partition: int, url: str, state: VisitState) -> None:
+        (_hkey, fld), skey, xkey = self.locations(partition, url)
+        value = state.pack()
+        pipe.command("hset", skey if len(value) <= LISTPACK_VALUE else xkey, fld, value)
