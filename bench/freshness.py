@@ -54,6 +54,9 @@ class BenchSpec:
     accel: float = 2400.0
     budget_per_sim_h: float = 20.0
     warmup_share: float = 0.25
+    #: Share of the simulated time, right after the warm-up, that every policy runs its own
+    #: rule unscored (learning), so that the figures are of the policies, not their start.
+    unscored_share: float = 0.0
     replan_sim_h: float = 6.0
     min_interval_s: float = 60.0
     max_interval_s: float = 2 * DAY_S
@@ -69,7 +72,8 @@ class BenchSpec:
                          replan_sim_s=self.replan_sim_h * HOUR_S,
                          min_interval_s=self.min_interval_s, max_interval_s=self.max_interval_s,
                          use_last_modified=self.use_last_modified, seed=self.seed,
-                         probe=ProbeRule() if self.probe else None)
+                         probe=ProbeRule() if self.probe else None,
+                         unscored_sim_s=self.unscored_share * total)
 
 
 def web_config(spec: BenchSpec) -> SandboxConfig:
