@@ -1,14 +1,15 @@
 """Revisit policies on the changing sandbox web (issue 19), over real HTTP on loopback: one
 budget, three seeds (three webs driven at once, one module-scoped run), the figures measured
-against each web's ground truth (bench/freshness.py does the same at a larger scale).
+against each web's ground truth over a scored window after a shared warm-up and an unscored
+learning span (bench/freshness.py does the same at a larger scale).
 
 The policies run twice from the same warm-up: planned on the rates estimated from their own
 visit histories (probing censored ones, freshness/explore.py), and (``+oracle``) on the web's
 true rates. The theory's claims hold, with a margin across the seeds, for the true rates. With
 the estimated rates, uniform still beats proportional; probing lets the freshness optimum drop
-fast pages that no unprobed estimate could; and the plans the freshness and √λ policies learn
-beat the adaptive rule in steady state; measured over the short run they do not on every seed,
-and docs/freshness.md ("The bench") gives the numbers why.
+fast pages that no unprobed estimate could; √λ beats the adaptive rule's delay on every seed,
+and freshness- and age-optimal beat it on their objectives on seeds 1 and 3 and over the
+seeds, but on seed 2 only draw level (docs/freshness.md, "The test", has every run's margins).
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def test_estimated_rate_policies_beat_adaptive_on_their_own_objective(table: Tab
     for seed in (1, 3):
         assert by_seed[seed][0] > 0.02 and by_seed[seed][1] > 0.15, (seed, by_seed[seed])
     assert by_seed[2][0] > -0.04 and by_seed[2][1] > -0.08, by_seed[2]
-    assert np.mean(fresh) > 0.02 and np.mean(age) > 0.15, (fresh, age)
+    assert np.mean(fresh) > 0.01 and np.mean(age) > 0.1, (fresh, age)
 
 
 # -- the estimator-driven policies: probing censored histories (freshness/explore.py) ----------
@@ -141,8 +142,9 @@ def test_probing_lets_the_freshness_optimum_drop_the_fast_pages(runs: Runs) -> N
     """Without probes every page changing more than ~12 times per uniform interval saw a change
     on every visit, and no interval estimate from those visits exceeds ln(2n+1) changes per
     interval: the plan on them drops none of the pages the true plan drops (negative control:
-    the uniform run's histories, no prior, on the same web). With probes it drops some on every
-    seed, for a share of the visits."""
+    the uniform run's histories, no prior, on the same web). With probing on (a censored page
+    planned at the worst case for freshness, and probed while that can change its plan), the
+    plan on the final estimates drops some of them on every seed, for a share of the visits."""
     for result, numbers, changes in runs:
         budget = numbers["spec"]["budget_per_sim_h"] / 3600
         lam = changes.sim_rates
