@@ -280,10 +280,10 @@ class RevisitPlanner:
         """Whether what a probe can learn of a censored page (its rate is somewhere in
         [bound, censored_cap], ``bound`` a lower confidence bound, explore.lower_bound) can
         move its planned interval by more than the rule's ``min_gain`` factor: the intervals
-        at both ends, under the last replan. Freshness:
-        until the bound clears the drop threshold (both ends dropped); age: rarely (its
-        frequency is near its limit once a page changes in every interval); proportional
-        and √λ: until the floor (∝ λ and √λ never level off)."""
+        at both ends, under the last replan. Freshness: until the bound clears the drop
+        threshold (both ends dropped); age: rarely (its frequency is near its limit once a
+        page changes in every interval); proportional and √λ: until the floor (∝ λ and √λ
+        never level off)."""
         s = self.settings
         assert s.probe is not None
         low, high = self.interval_at(bound), self.interval_at(max(bound, self.censored_cap))

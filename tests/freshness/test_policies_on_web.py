@@ -157,4 +157,7 @@ def test_probing_lets_the_freshness_optimum_drop_the_fast_pages(runs: Runs) -> N
         assert np.sum(probed[dropped] == 0) >= 1, (probed[dropped], lam[dropped])
         for name in ("proportional", "sqrt", "freshness", "age"):
             run = result.runs[name]
-            assert 0 < run.probes <= 0.3 * len(run.visits), (name, run.probes, len(run.visits))
+            # age probes only where a probe can move its plan, which may be nowhere
+            least = 0 if name == "age" else 1
+            assert least <= run.probes <= 0.3 * len(run.visits), (name, run.probes,
+                                                                  len(run.visits))
