@@ -7,8 +7,9 @@ report in --out.
                               [--budget 20] [--out bench/results/freshness]
 
 --budget is in visits per simulated hour for the whole page set, per policy. The first
---warmup-share of the simulated time is a shared warm-up of uniform visits; the figures are
-measured after it. bench/freshness_driver.py drives the visits, bench/freshness_truth.py
+warmup_share of the simulated time is a shared warm-up of uniform visits; then every policy
+follows its own rule, the next --unscored-share unscored (learning), and the figures are
+measured over the rest. bench/freshness_driver.py drives the visits, bench/freshness_truth.py
 measures, bench/freshness_report.py writes the outputs.
 """
 
@@ -54,6 +55,9 @@ class BenchSpec:
     accel: float = 2400.0
     budget_per_sim_h: float = 20.0
     warmup_share: float = 0.25
+    #: Share of the simulated time, right after the warm-up, that every policy runs its own
+    #: rule unscored (learning), so that the figures are of the policies, not their start.
+    unscored_share: float = 0.25
     replan_sim_h: float = 6.0
     min_interval_s: float = 60.0
     max_interval_s: float = 2 * DAY_S
@@ -69,7 +73,8 @@ class BenchSpec:
                          replan_sim_s=self.replan_sim_h * HOUR_S,
                          min_interval_s=self.min_interval_s, max_interval_s=self.max_interval_s,
                          use_last_modified=self.use_last_modified, seed=self.seed,
-                         probe=ProbeRule() if self.probe else None)
+                         probe=ProbeRule() if self.probe else None,
+                         unscored_sim_s=self.unscored_share * total)
 
 
 def web_config(spec: BenchSpec) -> SandboxConfig:
@@ -211,6 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--accel", type=float, default=d.accel)
     ap.add_argument("--budget", type=float, default=d.budget_per_sim_h,
                     help="visits per simulated hour for the page set, per policy")
+    ap.add_argument("--unscored-share", type=float, default=d.unscored_share,
+                    help="share of the simulated time after the warm-up that every policy "
+                         "runs unscored (learning)")
     ap.add_argument("--no-last-modified", action="store_true",
                     help="estimate from visit intervals only")
     ap.add_argument("--no-probe", action="store_true",
@@ -221,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/results/freshness"))
     args = ap.parse_args(argv)
     spec = BenchSpec(seed=args.seed, pages=args.pages, sim_days=args.sim_days, accel=args.accel,
-                     budget_per_sim_h=args.budget, use_last_modified=not args.no_last_modified,
+                     budget_per_sim_h=args.budget, unscored_share=args.unscored_share,
+                     use_last_modified=not args.no_last_modified,
                      probe=not args.no_probe)
     policies = [RevisitPolicy(p) for p in args.policies.split(",")]
     oracles = [RevisitPolicy(p) for p in args.oracles.split(",") if p]

@@ -13,7 +13,7 @@ Scheduling, per policy (what a crawl with a due-time ZSET and a rate limit does)
 most ``budget`` visits per second (no saving up of unused slots: a policy whose intervals ask
 for less than the budget leaves it unspent, one that asks for more falls behind and its pages
 wait). Estimator-driven policies replan every ``replan_sim_s`` (rates from the histories, a
-prior pooled over all pages) and then move every waiting page's due time to its last visit
+prior fitted to all pages' rates) and then move every waiting page's due time to its last visit
 plus its new interval. With ``DriveSpec.probe`` (the default) the rate-driven policies probe
 censored histories (freshness/explore.py); the probes are counted and spend the same budget.
 Each visit is a conditional GET with the validators the page last gave;
@@ -36,7 +36,7 @@ import aiohttp
 import numpy as np
 
 from bench.freshness_detect import Copy, Outcome, detect
-from freshness.estimators import pooled_prior
+from freshness.estimators import fitted_prior
 from freshness.explore import ProbeRule, probes_left
 from freshness.history import VisitHistory
 from freshness.revisit import RATE_DRIVEN, RevisitPlanner, RevisitPolicy, RevisitSettings
@@ -75,12 +75,13 @@ class DriveSpec:
     threshold: float = 0.9
     #: Feed Last-Modified to the histories (off: interval estimators only).
     use_last_modified: bool = True
-    #: Weight of the pooled prior in pseudo-changes (freshness/estimators.py ``Prior``).
-    prior_strength: float = 1.0
     max_inflight: int = 8
     seed: int = 0
     #: Probe censored histories under the rate-driven policies (freshness/explore.py).
     probe: ProbeRule | None = field(default_factory=ProbeRule)
+    #: Simulated seconds after the fork that every policy runs its own plan unscored (the
+    #: time it takes to learn: the estimators' histories, the adaptive rule's intervals).
+    unscored_sim_s: float = 0.0
 
 
 @dataclass
@@ -92,6 +93,8 @@ class Page:
     #: The page's next visit is a probe of its censored history (counted when made).
     probing: bool = False
     probes: int = 0
+    #: The held copy's Last-Modified is a strong validator (``strong_last_modified``).
+    lm_strong: bool = False
 
 
 @dataclass
@@ -127,6 +130,12 @@ class DriveResult:
     warmup: PolicyRun
     runs: dict[str, PolicyRun]
     wall_s: float
+    #: Where scoring starts: the fork plus ``DriveSpec.unscored_sim_s``.
+    score_sim: float = math.nan
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.score_sim):
+            self.score_sim = self.fork_sim
 
 
 def _uniform_interval(spec: DriveSpec, n: int) -> float:
@@ -139,6 +148,23 @@ def settings_for(policy: RevisitPolicy, spec: DriveSpec, n: int) -> RevisitSetti
                            min_interval_s=spec.min_interval_s,
                            max_interval_s=spec.max_interval_s, assumed_pages=n,
                            probe=spec.probe)
+
+
+def strong_last_modified(last_modified: str | None, date: str | None) -> bool:
+    """Whether a Last-Modified may be sent as If-Modified-Since (RFC 9110, 8.8.2.2): only
+    when the response's Date is at least one second after it. A date names a whole second,
+    and a copy fetched within the second it was last modified cannot be told from a version
+    made later in that second: the server would answer 304 to a changed page. On the real web
+    that is a page changing twice in a second; at the bench's acceleration a wall second is
+    an hour or more of simulated time, and a fast page on a host with dates only would look
+    unchanged to every probe."""
+    if not (last_modified and date):
+        return False
+    try:
+        return (parsedate_to_datetime(date).timestamp()
+                >= parsedate_to_datetime(last_modified).timestamp() + 1.0)
+    except (TypeError, ValueError):
+        return False
 
 
 def _header_time(model: ChangeModel, value: str | None, now_s: int) -> int | None:
@@ -168,26 +194,27 @@ class Driver:
                                     for u in target.urls])
 
     # -- one visit ----------------------------------------------------------------------------
-    async def _get(self, url: str, held: Copy | None
-                   ) -> tuple[int, bytes, str | None, str | None]:
+    async def _get(self, url: str, held: Copy | None, lm_strong: bool
+                   ) -> tuple[int, bytes, str | None, str | None, str | None]:
         parts = urlsplit(url)
         headers = {"Host": parts.netloc}
         if held is not None and held.etag:
             headers["If-None-Match"] = held.etag
-        if held is not None and held.last_modified:
+        if held is not None and held.last_modified and lm_strong:
             headers["If-Modified-Since"] = held.last_modified
         ip = self.target.resolver_map[parts.hostname or ""]
         async with self.session.get(f"http://{ip}:{self.target.port}{parts.path}",
                                     headers=headers, allow_redirects=False) as resp:
             body = await resp.read()
             return (resp.status, body, resp.headers.get("ETag"),
-                    resp.headers.get("Last-Modified"))
+                    resp.headers.get("Last-Modified"), resp.headers.get("Date"))
 
     async def visit(self, run: PolicyRun, index: int) -> None:
         page = run.pages[index]
         sim = self.model.sim_time(time.time())
         try:
-            status, body, etag, lm = await self._get(self.target.urls[index], page.copy)
+            status, body, etag, lm, date = await self._get(self.target.urls[index], page.copy,
+                                                           page.lm_strong)
         except (aiohttp.ClientError, TimeoutError) as exc:
             run.errors[type(exc).__name__] += 1
             self._push(run, index, sim + self.spec.min_interval_s)
@@ -199,6 +226,7 @@ class Driver:
             page.busy = False
             return
         outcome, page.copy, _ = detect(page.copy, status, body, etag, lm, self.spec.threshold)
+        page.lm_strong = strong_last_modified(page.copy.last_modified, date)
         now_s = int(sim) + HISTORY_OFFSET
         lm_s = _header_time(self.model, page.copy.last_modified, now_s) \
             if self.spec.use_last_modified else None
@@ -252,12 +280,13 @@ class Driver:
 
     # -- planning -----------------------------------------------------------------------------
     def replan(self, run: PolicyRun) -> None:
-        """Rates from every history, a prior pooled over all pages; then every waiting page is
+        """Rates from every history, with a prior fitted to all pages' own rates (empirical
+        Bayes, ``fitted_prior``); then every waiting page is
         due at its last visit plus its new interval."""
         hs = [p.history for p in run.pages]
-        prior = pooled_prior(sum(h.n_changed for h in hs),
-                             sum(h.unchanged_s + h.changed_s for h in hs),
-                             self.spec.prior_strength)
+        run.planner.use_prior(None)  # the page's own rates, to fit the prior to
+        prior = fitted_prior([run.planner.rate_of(h) for h in hs],
+                             [h.unchanged_s + h.changed_s for h in hs])
         run.planner.use_prior(prior)
         settings = run.planner.settings
         # hold back what the probes spent in the last period, if pages still need probes
@@ -354,7 +383,7 @@ class Driver:
         await asyncio.gather(*(self.run_until(r, end, replan=r.planner.settings.policy
                                               not in UNPLANNED) for r in runs.values()))
         return DriveResult(self.target.urls, start, fork_sim, end, warmup, runs,
-                           time.time() - t0)
+                           time.time() - t0, fork_sim + self.spec.unscored_sim_s)
 
 
 def new_session(limit: int = 64) -> aiohttp.ClientSession:

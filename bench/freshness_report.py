@@ -112,10 +112,12 @@ def write_outputs(out: Path, result: DriveResult, numbers: dict[str, Any],
 
 {numbers['pages']['count']} pages ({numbers['pages']['changing']} really changing), seed
 {spec['seed']}, {spec['sim_days']} simulated days at {spec['accel']:g}x (the first
-{spec['warmup_share']:.0%} a shared warm-up of uniform visits), budget {spec['budget_per_sim_h']:g}
-visits per simulated hour per policy, replanning every {spec['replan_sim_h']:g} simulated hours.
-Figures are measured after the warm-up against the web's ground truth (only content changes
-make a copy stale). {numbers['requests']} HTTP requests; the web server used
+{spec['warmup_share']:.0%} a shared warm-up of uniform visits, the next
+{spec.get('unscored_share', 0):.0%} every policy on its own rule, unscored), budget
+{spec['budget_per_sim_h']:g} visits per simulated hour per policy, replanning every
+{spec['replan_sim_h']:g} simulated hours. Figures are measured over the rest against the web's
+ground truth (only content changes make a copy stale); the plots count hours from the
+warm-up's end. {numbers['requests']} HTTP requests; the web server used
 {server['cpu_s']} s of CPU in {server['wall_s']} s ({server['cpu_share']:.0%} of a core).
 
 {table_md(numbers['policies'])}

@@ -79,7 +79,7 @@ class Measures:
 
 
 def measure(result: DriveResult, run: PolicyRun, changes: Changes) -> Measures:
-    grid = np.linspace(result.fork_sim, result.end_sim, GRID, endpoint=False)
+    grid = np.linspace(result.score_sim, result.end_sim, GRID, endpoint=False)
     fresh = np.zeros(GRID)
     age = np.zeros(GRID)
     change_at, delay, censored = [], [], 0
@@ -92,7 +92,7 @@ def measure(result: DriveResult, run: PolicyRun, changes: Changes) -> Measures:
         stale = first <= grid
         fresh += ~stale
         age += np.where(stale, grid - np.where(stale, first, grid), 0.0)
-        after = ct[ct > result.fork_sim]
+        after = ct[ct > result.score_sim]
         m = np.searchsorted(vt, after, side="right")
         seen = m < vt.size
         d = np.where(seen, vt[np.minimum(m, max(vt.size - 1, 0))] - after, result.end_sim - after)

@@ -162,3 +162,39 @@ def pooled_prior(changes: float, exposure_s: float, strength: float = 2.0) -> Pr
     """A host's or site section's prior: the ratio of its pages' total changes to their total
     observed time (None until some change was seen)."""
     return Prior(changes / exposure_s, strength) if changes > 0 and exposure_s > 0 else None
+
+
+#: Bounds of a fitted prior's strength (its gamma shape): below the floor the prior's rate
+#: means nothing; above the ceiling it would outweigh a page's own first changes.
+FITTED_STRENGTH_MIN, FITTED_STRENGTH_MAX = 0.05, 2.0
+
+
+def fitted_prior(rates: ArrayLike, exposures_s: ArrayLike) -> Prior | None:
+    """An empirical-Bayes prior for a set of pages (a host, a section, a crawl): the gamma
+    distribution whose mean and variance match those of the pages' own rates rᵢ (estimated
+    without a prior, as the policy plans with them) over Sᵢ seconds observed, by the method
+    of moments: m = ΣSᵢrᵢ/ΣSᵢ, between-page variance v = ΣSᵢ(rᵢ − m)²/ΣSᵢ − n·m/ΣSᵢ (less
+    the Poisson noise of each estimate, about m/Sᵢ), strength (gamma shape) a = m²/v,
+    clipped to [FITTED_STRENGTH_MIN, FITTED_STRENGTH_MAX]. A page's estimate with it is its
+    posterior mean (Xᵢ + a)/(Sᵢ + a/m).
+
+    Why: a prior of fixed strength around the pooled mean says every page changes about as
+    often as the average one. On a web whose rates span orders of magnitude and where many
+    pages never change, that makes a page that showed no change in a day look like one that
+    changes every few hours, and the age and √λ policies spend visits on it. With spread
+    rates the fitted shape is small, and so is the pull toward the mean.
+    """
+    r = np.asarray(rates, dtype=float).ravel()
+    s = np.asarray(exposures_s, dtype=float).ravel()
+    if r.shape != s.shape or not (np.all(r >= 0) and np.all(s >= 0)
+                                  and np.all(np.isfinite(r)) and np.all(np.isfinite(s))):
+        raise ValueError("need as many finite rates >= 0 as exposures >= 0")
+    keep = s > 0
+    r, s = r[keep], s[keep]
+    total = float(s.sum())
+    if total <= 0 or not np.any(r > 0):
+        return None
+    m = float(np.sum(s * r) / total)
+    v = float(np.sum(s * (r - m) ** 2) / total) - r.size * m / total
+    a = m * m / v if v > 0 else FITTED_STRENGTH_MAX
+    return Prior(m, float(np.clip(a, FITTED_STRENGTH_MIN, FITTED_STRENGTH_MAX)))

@@ -20,11 +20,14 @@ estimates are still used (the prior is what makes them usable): the flag is for 
 Exploration (freshness/explore.py): with ``RevisitSettings.probe`` set, a rate-driven policy
 (proportional, √λ, freshness, age) probes a page whose interval history is censored (changed
 on every or nearly every visit): ``interval_s`` gives the shorter of the plan's interval and the
-probe's, a geometric schedule down to ``min_interval_s``, until a visit sees no change.
+probe's, a geometric schedule down to ``min_interval_s``, until a visit sees no change, and
+(after the first replan) only while the probe can still change the page's plan (the planned
+intervals at the two ends of what the data allow differ by more than ``ProbeRule.min_gain``).
 Last-Modified is then used only while the interval data do not contradict it (the interval
 MLE's lower bound above the Last-Modified rate: dates too coarse for the page's rate), and a
-saturated interval MLE (every visit saw a change) is returned as it is, a lower bound that no
-prior may pull down.
+saturated interval MLE (every visit saw a change) is not pulled down by any prior: √λ and
+proportional plan on it as it is, a lower bound; freshness and age plan on the worst case for
+their objective, the fastest rate the crawler can tell apart (``censored_cap``).
 
 Units: whatever clock the caller keeps histories in (seconds); the budget is in visits per
 second of that clock for the whole page set the planner covers.
@@ -42,7 +45,7 @@ import numpy as np
 
 from freshness.adaptive import NUTCH, AdaptiveRule
 from freshness.estimators import MAX_REL_ERROR, Estimate, Kind, Prior
-from freshness.explore import ProbeRule, probe_interval_s
+from freshness.explore import ProbeRule, lower_bound, probe_interval_s
 from freshness.history import VisitHistory
 from freshness.policies import PlanError, Policy, frequencies
 from freshness.solver import frequencies_at
@@ -103,6 +106,9 @@ class _Norm:
 #: The policies whose intervals follow rate estimates (the ones that probe).
 RATE_DRIVEN = (RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT, RevisitPolicy.FRESHNESS,
                RevisitPolicy.AGE)
+#: The policies that plan a censored page at the worst case for their objective, the cap
+#: (``RevisitPlanner._censored``): their frequency has a finite limit as λ grows.
+WORST_CASE_CENSORED = (RevisitPolicy.FRESHNESS, RevisitPolicy.AGE)
 #: Last-Modified is contradicted when the interval MLE minus this many standard errors is
 #: still above the Last-Modified rate.
 LM_CONTRADICTION_SIGMAS = 2.0
@@ -214,7 +220,7 @@ class RevisitPlanner:
         if self.settings.probe is not None:
             own = history.mle(None)
             if own.kind is Kind.SATURATED:  # a lower bound: no prior may pull it down
-                return own
+                return self._censored(own)
         if history.lm_trusted() and not self._lm_contradicted(history):
             alpha, beta = (prior.strength, prior.strength / prior.rate) if prior else (0.0, 0.0)
             changes, exposure = history.x_lm + alpha, history.lm_exposure_s + beta
@@ -224,6 +230,26 @@ class RevisitPlanner:
             if exposure > 0:
                 return Estimate(0.0, Kind.NO_CHANGE, math.inf)
         return history.mle(prior)
+
+    @property
+    def censored_cap(self) -> float:
+        """The fastest rate this crawler can tell apart (changes per second): a visit after
+        ``min_interval_s`` sees no change with probability at most e^{−ratio}. (With probing
+        off: 0, no cap.)"""
+        p = self.settings.probe
+        return p.ratio / self.settings.min_interval_s if p is not None else 0.0
+
+    def _censored(self, bound: Estimate) -> Estimate:
+        """The rate a censored page (every visit changed: ``bound`` is only a lower bound) is
+        planned at. The freshness and age policies take the worst case for their objective
+        over what the data allow, [bound, censored_cap]: F̄ falls and Ā grows with λ, so it is
+        the cap. Both plans stay finite there (freshness drops the page, age visits it at its
+        limit √(w/2μ)), and the bound would be the best case, which over-rates the page for
+        freshness and under-visits it for age. Proportional and √λ have no limit as λ grows
+        (the worst case is no plan), so they plan on the bound and probe for the rest."""
+        if self.settings.policy in WORST_CASE_CENSORED:
+            return Estimate(max(bound.rate, self.censored_cap), Kind.SATURATED, math.inf)
+        return bound
 
     def _lm_contradicted(self, history: VisitHistory) -> bool:
         """With probing on: the interval data put the rate surely above the Last-Modified
@@ -243,7 +269,25 @@ class RevisitPlanner:
         s = self.settings
         if s.probe is None or s.policy not in RATE_DRIVEN:
             return None
-        return probe_interval_s(history, s.probe, self.probe_floor_s)
+        probe = probe_interval_s(history, s.probe, self.probe_floor_s)
+        if probe is None or not self.replanned:
+            return probe
+        assert history is not None  # censored
+        bound = lower_bound(history, s.probe.confidence)
+        return probe if self._probe_may_change_plan(bound) else None
+
+    def _probe_may_change_plan(self, bound: float) -> bool:
+        """Whether what a probe can learn of a censored page (its rate is somewhere in
+        [bound, censored_cap], ``bound`` a lower confidence bound, explore.lower_bound) can
+        move its planned interval by more than the rule's ``min_gain`` factor: the intervals
+        at both ends, under the last replan. Freshness: until the bound clears the drop
+        threshold (both ends dropped); age: rarely (its frequency is near its limit once a
+        page changes in every interval); proportional and √λ: until the floor (∝ λ and √λ
+        never level off)."""
+        s = self.settings
+        assert s.probe is not None
+        low, high = self.interval_at(bound), self.interval_at(max(bound, self.censored_cap))
+        return max(low, high) > s.probe.min_gain * min(low, high)
 
     @property
     def probe_floor_s(self) -> float:

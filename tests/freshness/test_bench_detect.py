@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.freshness_detect import Outcome, detect
+from bench.freshness_driver import strong_last_modified
 from sandbox import SandboxConfig, SandboxSite
 from sandbox.change_model import ChangeModel
 from sandbox.changing import ChangingReplies
@@ -63,3 +64,14 @@ def test_304_and_identical_bytes_are_unchanged_and_keep_the_validators() -> None
     assert outcome is Outcome.NOT_MODIFIED and kept.etag == '"v1"'
     assert kept.last_modified == "Sun, 06 Dec 2026 08:00:00 GMT"
     assert detect(held, 200, body, '"v1"', None)[0] is Outcome.SAME_BYTES
+
+
+def test_if_modified_since_only_with_a_date_a_second_after_last_modified() -> None:
+    """RFC 9110 8.8.2.2: a copy fetched within the second of its Last-Modified could be
+    followed by a version dated the same second, which If-Modified-Since would call
+    unmodified; the driver sends it only when the response's Date is a second later."""
+    lm = "Sun, 06 Dec 2026 08:00:00 GMT"
+    assert not strong_last_modified(lm, "Sun, 06 Dec 2026 08:00:00 GMT")
+    assert strong_last_modified(lm, "Sun, 06 Dec 2026 08:00:01 GMT")
+    assert not strong_last_modified(lm, None) and not strong_last_modified(None, lm)
+    assert not strong_last_modified("garbage", "Sun, 06 Dec 2026 08:00:01 GMT")

@@ -13,7 +13,13 @@ import numpy as np
 import pytest
 
 from freshness.estimators import Kind, Prior, mle_rate, range_limit
-from freshness.explore import ProbeRule, censored, probe_interval_s, probes_left
+from freshness.explore import (
+    ProbeRule,
+    censored,
+    lower_bound,
+    probe_interval_s,
+    probes_left,
+)
 from freshness.history import VisitHistory
 from freshness.revisit import RevisitPlanner, RevisitPolicy, RevisitSettings
 
@@ -81,7 +87,7 @@ def test_probing_estimates_fast_pages_far_above_the_regular_range_limit() -> Non
     factor 3 of the truth, for a handful of probes. Negative control: probing off."""
     rate = 1 / 60
     limit = range_limit(4) / UNIFORM_S
-    planner = _planner()
+    planner = _planner(RevisitPolicy.SQRT)  # plans on the estimate itself (no worst case)
     ratios, costs = [], []
     for seed in range(20):
         h, probes = _explore(rate, seed, planner)
@@ -116,7 +122,8 @@ def test_saturated_irregular_intervals_take_the_shortest_interval_for_the_correc
 def test_a_saturated_bound_is_not_shrunk_by_the_prior_only_with_probing() -> None:
     h = _regular("cccc")
     prior = Prior(rate=1 / 86_400, strength=1.0)
-    on, off = _planner(), RevisitPlanner(RevisitSettings(min_interval_s=FLOOR_S, prior=prior))
+    on = _planner(RevisitPolicy.SQRT)
+    off = RevisitPlanner(RevisitSettings(RevisitPolicy.SQRT, min_interval_s=FLOOR_S, prior=prior))
     on.use_prior(prior)
     assert on.rate_of(h) == pytest.approx(range_limit(4) / UNIFORM_S)
     assert off.rate_of(h) < on.rate_of(h) / 3
@@ -133,8 +140,8 @@ def test_last_modified_contradicted_by_the_intervals_is_not_used() -> None:
     assert h.lm_trusted()
     lm = h.last_modified_rate()
     assert lm is not None and lm < 1 / 300  # the truth: 1/60
-    on = _planner()
-    off = RevisitPlanner(RevisitSettings(min_interval_s=FLOOR_S))
+    on = _planner(RevisitPolicy.SQRT)
+    off = RevisitPlanner(RevisitSettings(RevisitPolicy.SQRT, min_interval_s=FLOOR_S))
     assert off.rate_of(h) == pytest.approx(lm)
     assert on.rate_of(h) > 3 * lm
 
@@ -155,3 +162,65 @@ def test_the_probe_share_sets_the_floor_slots_and_the_plan_budget() -> None:
     with pytest.raises(ValueError, match="max_budget_share"):
         ProbeRule(max_budget_share=1.0)
 
+
+
+# -- what a policy plans a censored page at, and when a probe is worth its visit --------------
+def _replanned(policy: RevisitPolicy) -> RevisitPlanner:
+    """10 visits an hour for 30 pages, rates from one a week to one a minute (per second)."""
+    planner = _planner(policy, budget=10 / 3600)
+    planner.replan(np.geomspace(1 / 604_800, 1 / 60, 30))
+    return planner
+
+
+def test_a_censored_page_is_planned_at_its_objectives_worst_case() -> None:
+    """Every visit changed: the rate is at least the bound, at most what the crawler can tell
+    apart (the cap). Freshness and age plan at the cap (the worst case: freshness drops the
+    page, age visits it at its limit), √λ and proportional on the bound. Negative control:
+    without probing every policy plans on the bound."""
+    h = _regular("cccc")
+    bound = range_limit(4) / UNIFORM_S
+    cap = ProbeRule().ratio / FLOOR_S
+    fresh, age, sqrt = (_replanned(p) for p in (RevisitPolicy.FRESHNESS, RevisitPolicy.AGE,
+                                                  RevisitPolicy.SQRT))
+    assert fresh.censored_cap == pytest.approx(cap) and cap > 100 * bound
+    assert fresh.rate_of(h) == pytest.approx(cap) and fresh.frequency(cap) == 0
+    assert fresh.frequency(bound) > 0  # the bound would keep it: the best case
+    assert age.rate_of(h) == pytest.approx(cap)
+    assert age.frequency(cap) > 1.2 * age.frequency(bound)
+    assert age.frequency(cap) == pytest.approx(age.frequency(1e3 * cap), rel=0.02)  # its limit
+    assert sqrt.rate_of(h) == pytest.approx(bound)
+    off = RevisitPlanner(RevisitSettings(RevisitPolicy.AGE, budget_per_s=10 / 3600,
+                                         min_interval_s=FLOOR_S))
+    assert off.rate_of(h) == pytest.approx(bound)
+
+
+def test_the_lower_bound_of_a_censored_history_is_a_confidence_bound() -> None:
+    """All n intervals changed: at the bound that outcome has probability 5%. One changed
+    12-minute probe after three changed 3-h visits: the saturated MLE says more than 5 an
+    hour, the bound less than one an hour (a page changing once an hour does that 1 time in
+    5)."""
+    h = _regular("ccc")
+    lo = lower_bound(h, 0.95)
+    assert (1 - math.exp(-lo * UNIFORM_S)) ** 3 == pytest.approx(0.05, rel=1e-6)
+    assert lo < h.mle(None).rate
+    probed = h.observe(START + 3 * UNIFORM_S + 720, changed=True)
+    assert probed.mle(None).rate * 3600 > 5 and lower_bound(probed, 0.95) * 3600 < 1
+    point = _regular("c.c.")
+    assert lower_bound(point, 0.95) == pytest.approx(point.mle(None).rate)
+
+
+def test_a_page_is_probed_only_while_a_probe_can_change_its_plan() -> None:
+    """Freshness: a censored page whose bound is low is probed (the plan at the bound would
+    keep it, at the cap drop it); once three floor probes all changed the bound clears the
+    drop threshold... or the floor quota ends probing. Age: a page that changed in every one
+    of many 3-h intervals is near the age plan's limit at its bound, and is not probed (the
+    probe could not move its interval by 25%), though √λ probes the same page."""
+    fresh, age, sqrt = (_replanned(p) for p in (RevisitPolicy.FRESHNESS, RevisitPolicy.AGE,
+                                                  RevisitPolicy.SQRT))
+    assert fresh.probe_s(_regular("cc")) is not None
+    many = _regular("c" * 40)
+    low, high = age.interval_at(lower_bound(many, 0.95)), age.interval_at(age.censored_cap)
+    assert max(low, high) <= 1.25 * min(low, high)
+    assert age.probe_s(many) is None and sqrt.probe_s(many) is not None
+    # before any replan there is no plan to compare: probe as before
+    assert _planner(RevisitPolicy.AGE).probe_s(many) is not None

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from freshness.estimators import (
+    FITTED_STRENGTH_MAX,
     Kind,
     Prior,
     bias_reduced_rate,
     bias_reduced_ratio,
+    fitted_prior,
     last_modified_rate,
     mle_rate,
     naive_rate,
@@ -132,3 +134,25 @@ def test_last_modified_estimator_is_unbiased_and_tighter() -> None:
         mle.append(mle_rate(changed_t, unchanged_t).rate)
     assert np.mean(lm) == pytest.approx(lam, rel=0.05)
     assert np.std(lm) < np.std(mle)
+
+
+def test_the_fitted_prior_is_weak_when_rates_are_spread_and_strong_when_alike() -> None:
+    """Empirical Bayes by moments: pages a day observed, rates log-uniform over four decades
+    and a third static; its strength (gamma shape) is small, so a page with no change in a
+    day is estimated far below the pooled rate's strength-1 prior. Pages alike: the ceiling.
+    No change anywhere: no prior."""
+    rng = np.random.default_rng(3)
+    day = 86_400.0
+    rates = np.where(rng.random(300) < 1 / 3, 0.0, 10 ** rng.uniform(-5.8, -1.8, 300))
+    exposure = np.full(300, day)
+    fitted = fitted_prior(rates, exposure)
+    assert fitted is not None and fitted.strength < 0.3
+    assert fitted.rate == pytest.approx(rates.mean())
+    pooled = Prior(rates.mean(), 1.0)
+    quiet = mle_rate([], [day], prior=fitted).rate
+    assert quiet < mle_rate([], [day], prior=pooled).rate / 3
+    alike = fitted_prior(np.full(300, 1e-4) * rng.uniform(0.95, 1.05, 300), exposure)
+    assert alike is not None and alike.strength == FITTED_STRENGTH_MAX
+    assert fitted_prior(np.zeros(5), np.full(5, day)) is None
+    with pytest.raises(ValueError):
+        fitted_prior([1.0, -1.0], [1.0, 1.0])

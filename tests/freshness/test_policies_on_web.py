@@ -1,14 +1,15 @@
 """Revisit policies on the changing sandbox web (issue 19), over real HTTP on loopback: one
 budget, three seeds (three webs driven at once, one module-scoped run), the figures measured
-against each web's ground truth (bench/freshness.py does the same at a larger scale).
+against each web's ground truth over a scored window after a shared warm-up and an unscored
+learning span (bench/freshness.py does the same at a larger scale).
 
 The policies run twice from the same warm-up: planned on the rates estimated from their own
 visit histories (probing censored ones, freshness/explore.py), and (``+oracle``) on the web's
 true rates. The theory's claims hold, with a margin across the seeds, for the true rates. With
 the estimated rates, uniform still beats proportional; probing lets the freshness optimum drop
-fast pages that no unprobed estimate could; and the plans the freshness and √λ policies learn
-beat the adaptive rule in steady state; measured over the short run they do not on every seed,
-and docs/freshness.md ("The bench") gives the numbers why.
+fast pages that no unprobed estimate could; √λ beats the adaptive rule's delay on every seed,
+and freshness- and age-optimal beat it on their objectives on seeds 1 and 3 and over the
+seeds, but on seed 2 only draw level (docs/freshness.md, "The test", has every run's margins).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from bench.freshness import BenchSpec, run_benches
 from bench.freshness_driver import DriveResult
 from bench.freshness_report import table_md
 from bench.freshness_truth import Changes
-from freshness.closedform import mean_age, mean_freshness
 from freshness.policies import plan
 from freshness.revisit import RevisitPolicy
 
@@ -33,10 +33,12 @@ ORACLES = [RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT, RevisitPolicy.FRESHNE
            RevisitPolicy.AGE]
 POLICIES = [RevisitPolicy.UNIFORM, RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT,
             RevisitPolicy.FRESHNESS, RevisitPolicy.AGE, RevisitPolicy.ADAPTIVE]
-#: 30 pages, one simulated day in 24 wall seconds; every page every 3 simulated hours on
-#: average (8 visits a day), the first quarter a shared uniform warm-up.
-SPEC = {"pages": 30, "sim_days": 1.0, "accel": 3600.0, "budget_per_sim_h": 10.0,
-        "replan_sim_h": 3.0}
+#: 30 pages, 42 simulated hours in 42 wall seconds; every page every 3 simulated hours on
+#: average (8 visits a day). The first 20% is a shared uniform warm-up; then every policy runs
+#: its own rule, the next 30% unscored (the estimators and the adaptive rule's intervals
+#: learn), the last 50% (21 h) scored.
+SPEC = {"pages": 30, "sim_days": 1.75, "accel": 3600.0, "budget_per_sim_h": 10.0,
+        "replan_sim_h": 3.0, "warmup_share": 0.2, "unscored_share": 0.3}
 
 Table = dict[int, dict[str, dict[str, Any]]]
 Runs = list[tuple[DriveResult, dict[str, Any], Changes]]
@@ -100,11 +102,34 @@ def test_uniform_beats_proportional_on_freshness(table: Table) -> None:
 
 
 def test_rate_driven_policies_beat_adaptive_on_their_own_objective(table: Table) -> None:
-    # 0.01: on seed 3 the adaptive rule measured 0.763-0.797 over nine runs (it reacts within
-    # a minute of simulated time, so it gains when the machine is idle), the oracle 0.811-0.822
-    assert min(_margin(table, "freshness+oracle", "adaptive", "mean_freshness", True)) > 0.01
-    assert min(_margin(table, "age+oracle", "adaptive", "mean_age_s", False)) > 0.2
-    assert min(_margin(table, "sqrt+oracle", "adaptive", "mean_delay_s", False)) > 0.2
+    """With the true rates: on every seed, by 1% in freshness and 10% in age and delay (over
+    four unstarved runs the smallest margins were 3.6%, 13% and 19%, all on seed 2)."""
+    fresh = _margin(table, "freshness+oracle", "adaptive", "mean_freshness", True)
+    age = _margin(table, "age+oracle", "adaptive", "mean_age_s", False)
+    delay = _margin(table, "sqrt+oracle", "adaptive", "mean_delay_s", False)
+    print(f"\noracle margins over adaptive per seed: freshness {np.round(fresh, 3)}, age "
+          f"{np.round(age, 3)}, delay {np.round(delay, 3)}")
+    assert min(fresh) > 0.01 and min(age) > 0.1 and min(delay) > 0.1, (fresh, age, delay)
+
+
+def test_estimated_rate_policies_beat_adaptive_on_their_own_objective(table: Table) -> None:
+    """Planned on the rates each policy estimated from its own visits, measured over the
+    scored window. √λ beats the adaptive rule's delay on every seed. Freshness-optimal and
+    age-optimal beat it on seeds 1 and 3 and over the seeds; on seed 2 (22 of 30 pages
+    changing, 7 of them faster than the freshness optimum keeps, so the most probing) they
+    are level with it within the run-to-run noise, and only asserted not to lose by more
+    (docs/freshness.md, "The test", has the margins of every run)."""
+    fresh = _margin(table, "freshness", "adaptive", "mean_freshness", True)
+    age = _margin(table, "age", "adaptive", "mean_age_s", False)
+    delay = _margin(table, "sqrt", "adaptive", "mean_delay_s", False)
+    print(f"\nestimated-rate margins over adaptive per seed: freshness {np.round(fresh, 3)}, "
+          f"age {np.round(age, 3)}, delay {np.round(delay, 3)}")
+    assert min(delay) > 0.04, delay
+    by_seed = dict(zip(table, zip(fresh, age, strict=True), strict=True))
+    for seed in (1, 3):
+        assert by_seed[seed][0] > 0.02 and by_seed[seed][1] > 0.15, (seed, by_seed[seed])
+    assert by_seed[2][0] > -0.04 and by_seed[2][1] > -0.08, by_seed[2]
+    assert np.mean(fresh) > 0.01 and np.mean(age) > 0.1, (fresh, age)
 
 
 # -- the estimator-driven policies: probing censored histories (freshness/explore.py) ----------
@@ -117,8 +142,9 @@ def test_probing_lets_the_freshness_optimum_drop_the_fast_pages(runs: Runs) -> N
     """Without probes every page changing more than ~12 times per uniform interval saw a change
     on every visit, and no interval estimate from those visits exceeds ln(2n+1) changes per
     interval: the plan on them drops none of the pages the true plan drops (negative control:
-    the uniform run's histories, no prior, on the same web). With probes it drops some on every
-    seed, for a share of the visits."""
+    the uniform run's histories, no prior, on the same web). With probing on (a censored page
+    planned at the worst case for freshness, and probed while that can change its plan), the
+    plan on the final estimates drops some of them on every seed, for a share of the visits."""
     for result, numbers, changes in runs:
         budget = numbers["spec"]["budget_per_sim_h"] / 3600
         lam = changes.sim_rates
@@ -131,43 +157,7 @@ def test_probing_lets_the_freshness_optimum_drop_the_fast_pages(runs: Runs) -> N
         assert np.sum(probed[dropped] == 0) >= 1, (probed[dropped], lam[dropped])
         for name in ("proportional", "sqrt", "freshness", "age"):
             run = result.runs[name]
-            assert 0 < run.probes <= 0.3 * len(run.visits), (name, run.probes, len(run.visits))
-
-
-def _steady(result: DriveResult, name: str, lam: np.ndarray) -> tuple[float, float, float]:
-    """Closed-form mean freshness, age and delay (per change) at the true rates of the
-    intervals the run's planner gives at the end (its last replan, its final estimates)."""
-    run = result.runs[name]
-    rates = lam if run.oracle else _estimates(result, name)
-    f = np.array([1.0 / run.planner.interval_at(float(r)) for r in rates])
-    ch = lam > 0
-    return (float(np.mean(mean_freshness(f, lam))), float(np.mean(mean_age(f, lam))),
-            float(np.sum(lam[ch] / (2 * f[ch])) / np.sum(lam[ch])))
-
-
-def test_the_learned_plans_beat_adaptive_in_steady_state(runs: Runs) -> None:
-    """What the estimator-driven freshness and √λ plans learned by the end of the run would
-    give from then on (closed form at the true rates; the oracle rows show the closed form
-    matches the measurement within 5%) against what the adaptive rule measured. √λ's delay
-    beats it on every seed. The freshness plan beats it over the seeds, but on seed 2 (22 of
-    30 pages changing, 7 faster than the true plan keeps) only within the run-to-run noise of
-    the measurement (about ±2%), so per seed it is only asserted not to lose by more.
-    Measured over this run's 18 simulated hours neither beats it on every seed: the run
-    starts from 2 warm-up visits per page, the estimates are learned during it, and the probes
-    take a share of its visits (docs/freshness.md, "The bench")."""
-    learned, adaptive = [], []
-    for result, numbers, changes in runs:
-        lam, rows = changes.sim_rates, numbers["policies"]
-        oracle = _steady(result, "freshness+oracle", lam)[0]
-        assert abs(oracle - rows["freshness+oracle"]["mean_freshness"]) < 0.05 * oracle
-        fresh, _, _ = _steady(result, "freshness", lam)
-        _, _, delay = _steady(result, "sqrt", lam)
-        measured = rows["adaptive"]
-        print(f"seed {numbers['spec']['seed']}: learned freshness plan F {fresh:.3f}, √λ plan "
-              f"delay {delay / 3600:.2f} h; adaptive measured F "
-              f"{measured['mean_freshness']:.3f}, delay {measured['mean_delay_s'] / 3600:.2f} h")
-        assert delay < 0.95 * measured["mean_delay_s"]
-        assert fresh > 0.97 * measured["mean_freshness"]
-        learned.append(fresh)
-        adaptive.append(measured["mean_freshness"])
-    assert np.mean(learned) > 1.01 * np.mean(adaptive), (learned, adaptive)
+            # age probes only where a probe can move its plan, which may be nowhere
+            least = 0 if name == "age" else 1
+            assert least <= run.probes <= 0.3 * len(run.visits), (name, run.probes,
+                                                                  len(run.visits))
