@@ -102,14 +102,14 @@ def test_uniform_beats_proportional_on_freshness(table: Table) -> None:
 
 
 def test_rate_driven_policies_beat_adaptive_on_their_own_objective(table: Table) -> None:
-    """With the true rates: on every seed, by 1% in freshness and 10% in age and delay (over
-    four unstarved runs the smallest margins were 3.6%, 13% and 19%, all on seed 2)."""
+    """With the true rates: on every seed, by 1% in freshness, 5% in age and 10% in delay
+    (over nine unstarved runs the smallest margins were 3.6%, 9.6% and 19%, all on seed 2)."""
     fresh = _margin(table, "freshness+oracle", "adaptive", "mean_freshness", True)
     age = _margin(table, "age+oracle", "adaptive", "mean_age_s", False)
     delay = _margin(table, "sqrt+oracle", "adaptive", "mean_delay_s", False)
     print(f"\noracle margins over adaptive per seed: freshness {np.round(fresh, 3)}, age "
           f"{np.round(age, 3)}, delay {np.round(delay, 3)}")
-    assert min(fresh) > 0.01 and min(age) > 0.1 and min(delay) > 0.1, (fresh, age, delay)
+    assert min(fresh) > 0.01 and min(age) > 0.05 and min(delay) > 0.1, (fresh, age, delay)
 
 
 def test_estimated_rate_policies_beat_adaptive_on_their_own_objective(table: Table) -> None:
@@ -117,19 +117,23 @@ def test_estimated_rate_policies_beat_adaptive_on_their_own_objective(table: Tab
     scored window. √λ beats the adaptive rule's delay on every seed. Freshness-optimal and
     age-optimal beat it on seeds 1 and 3 and over the seeds; on seed 2 (22 of 30 pages
     changing, 7 of them faster than the freshness optimum keeps, so the most probing) they
-    are level with it within the run-to-run noise, and only asserted not to lose by more
-    (docs/freshness.md, "The test", has the margins of every run)."""
+    are level with it in freshness (asserted not to lose by more than 4%) and all over the
+    place in age, -27% to +4% (docs/freshness.md, "The test", has the margins of every run)."""
     fresh = _margin(table, "freshness", "adaptive", "mean_freshness", True)
     age = _margin(table, "age", "adaptive", "mean_age_s", False)
     delay = _margin(table, "sqrt", "adaptive", "mean_delay_s", False)
     print(f"\nestimated-rate margins over adaptive per seed: freshness {np.round(fresh, 3)}, "
           f"age {np.round(age, 3)}, delay {np.round(delay, 3)}")
-    assert min(delay) > 0.04, delay
+    # Margins: the smallest seen over nine unstarved runs, less some room
+    # (the runs are driven by the wall clock at 3600x, so load moves them): delay 2.8%, and
+    # on seeds 1 and 3 freshness 1.9%, age 16.6%. Seed 2 went down to -2.2% in freshness, and
+    # its age margin spread from -27% to +4% (on a quiet machine): it is not asserted alone.
+    assert min(delay) > 0.01, delay
     by_seed = dict(zip(table, zip(fresh, age, strict=True), strict=True))
     for seed in (1, 3):
-        assert by_seed[seed][0] > 0.02 and by_seed[seed][1] > 0.15, (seed, by_seed[seed])
-    assert by_seed[2][0] > -0.04 and by_seed[2][1] > -0.08, by_seed[2]
-    assert np.mean(fresh) > 0.01 and np.mean(age) > 0.1, (fresh, age)
+        assert by_seed[seed][0] > 0.005 and by_seed[seed][1] > 0.1, (seed, by_seed[seed])
+    assert by_seed[2][0] > -0.04, by_seed[2]
+    assert np.mean(fresh) > 0.005 and np.mean(age) > 0.05, (fresh, age)
 
 
 # -- the estimator-driven policies: probing censored histories (freshness/explore.py) ----------
