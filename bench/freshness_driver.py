@@ -40,6 +40,7 @@ from freshness.estimators import fitted_prior
 from freshness.explore import ProbeRule, probes_left
 from freshness.history import VisitHistory
 from freshness.revisit import RATE_DRIVEN, RevisitPlanner, RevisitPolicy, RevisitSettings
+from freshness.validators import strong_last_modified
 from sandbox.change_model import ChangeModel
 
 #: History times are int(simulated second) + this, so that a visit at second 0 is not "never".
@@ -148,23 +149,6 @@ def settings_for(policy: RevisitPolicy, spec: DriveSpec, n: int) -> RevisitSetti
                            min_interval_s=spec.min_interval_s,
                            max_interval_s=spec.max_interval_s, assumed_pages=n,
                            probe=spec.probe)
-
-
-def strong_last_modified(last_modified: str | None, date: str | None) -> bool:
-    """Whether a Last-Modified may be sent as If-Modified-Since (RFC 9110, 8.8.2.2): only
-    when the response's Date is at least one second after it. A date names a whole second,
-    and a copy fetched within the second it was last modified cannot be told from a version
-    made later in that second: the server would answer 304 to a changed page. On the real web
-    that is a page changing twice in a second; at the bench's acceleration a wall second is
-    an hour or more of simulated time, and a fast page on a host with dates only would look
-    unchanged to every probe."""
-    if not (last_modified and date):
-        return False
-    try:
-        return (parsedate_to_datetime(date).timestamp()
-                >= parsedate_to_datetime(last_modified).timestamp() + 1.0)
-    except (TypeError, ValueError):
-        return False
 
 
 def _header_time(model: ChangeModel, value: str | None, now_s: int) -> int | None:

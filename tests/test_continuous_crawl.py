@@ -29,6 +29,7 @@ import redis
 from warcio.archiveiterator import ArchiveIterator
 
 from dedup.service import DedupService
+from freshness.validators import strong_last_modified
 from frontier.frontier import AdmitLink, Entry, Frontier
 from frontier.redisserver import EmbeddedRedis
 from frontier.revisits import member_entry
@@ -142,6 +143,32 @@ def test_304_path(crawl: Crawl) -> None:
     assert sum(1 for w in by_id.values() if w["type"] == "revisit" and w["status"] == "304") \
         == len(not_modified)
     assert sent >= 1, "no ETag sent back"
+
+
+def test_if_modified_since_only_after_a_strong_last_modified(crawl: Crawl) -> None:
+    """A revisit sends If-Modified-Since only when the last 200's Last-Modified was a strong
+    validator (its Date a second or more later, RFC 9110 8.8.2.2): the lying hosts' "now"
+    Last-Modified never goes back (a 304 from it would hide a change), the honest hosts' does.
+    Both kinds occur, so the check is not vacuous; without the rule the weak ones are sent."""
+    warc = crawl.warc_records()
+    requests = {w["to"]: w for w in warc if w["type"] == "request"}
+    copies: dict[str, list[dict[str, Any]]] = {}
+    for w in sorted((w for w in warc if w["type"] in ("response", "revisit")),
+                    key=lambda w: w["date"]):
+        copies.setdefault(w["uri"], []).append(w)
+    weak = strong_sent = 0
+    for visits in copies.values():
+        for last, visit in itertools.pairwise(visits):
+            if last["status"] != "200" or visit["id"] not in requests:
+                continue  # after a 304 the strength of the older copy carries over
+            sent = "If-Modified-Since" in requests[visit["id"]]["http"]
+            lm, date = last["http"].get("Last-Modified"), last["http"].get("Date")
+            if strong_last_modified(lm, date):
+                strong_sent += sent
+            elif lm:
+                weak += 1
+                assert not sent, (visit["uri"], lm, date)
+    assert weak >= 1 and strong_sent >= 1, (weak, strong_sent)
 
 
 def test_change_detection_against_ground_truth(crawl: Crawl) -> None:

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from bench.freshness_detect import Outcome, detect
-from bench.freshness_driver import strong_last_modified
+from freshness.validators import strong_last_modified
 from sandbox import SandboxConfig, SandboxSite
 from sandbox.change_model import ChangeModel
 from sandbox.changing import ChangingReplies

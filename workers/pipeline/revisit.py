@@ -25,6 +25,7 @@ from typing import Any
 import xxhash
 
 from dedup.service import Features
+from freshness.validators import strong_last_modified
 from frontier.counters import Outcome
 from frontier.frontier import Lease
 from workers.fetch import FetchResult
@@ -103,13 +104,15 @@ def prior_for(ctx: PipelineServices, lease: Lease) -> PriorVisit | None:
 
 
 def conditional_headers(prior: PriorVisit | None) -> dict[str, str] | None:
-    """If-None-Match (the last ETag) and If-Modified-Since (the last Last-Modified)."""
+    """If-None-Match (the last ETag) and If-Modified-Since (the last Last-Modified, when it
+    was a strong validator: freshness/validators.py)."""
     if prior is None:
         return None
     headers = {}
     if prior.state is not None and prior.state.etag:
         headers["If-None-Match"] = prior.state.etag
-    if prior.history is not None and prior.history.last_modified_s:
+    if (prior.history is not None and prior.history.last_modified_s
+            and prior.state is not None and prior.state.lm_strong):
         headers["If-Modified-Since"] = email.utils.formatdate(prior.history.last_modified_s,
                                                               usegmt=True)
     return headers or None
@@ -212,8 +215,10 @@ def track_visit(ctx: PipelineServices, lease: Lease, res: FetchResult, result: L
     fetched = int(res.started_at)
     full_copy = ctx.warc is not None and revisit_profile(lease, res, prior) is None
     sketch = sketch_of(feats[1]) if feats is not None else last.sketch
-    state = VisitState(etag, fetched if full_copy else last.captured_s, sketch)
     lm = _last_modified(res)
+    lm_strong = (last.lm_strong if status == 304 and lm is None else
+                 strong_last_modified(res.header("last-modified"), res.header("date")))
+    state = VisitState(etag, fetched if full_copy else last.captured_s, sketch, lm_strong)
     if lm is None and status == 304 and prior is not None and prior.history is not None:
         lm = prior.history.last_modified_s or None
     result.visit = Visit(decision, fetched, digest, lm, state, prior, revisit)

@@ -31,7 +31,12 @@ from frontier.keys import Keys
 #: Bits kept of each MinHash minimum, and the sketch's size for 128 minima.
 SKETCH_BITS = 2
 _HEAD = struct.Struct("<BI")  # version, captured_s
-VERSION = 1
+#: Version 2 adds the Last-Modified strength bit; a version-1 state reads as "not strong".
+VERSION = 2
+_READABLE = (1, 2)
+#: In the sketch-length byte (a sketch is at most 127 bytes): the stored Last-Modified is a
+#: strong validator (freshness/validators.py), so it may be sent as If-Modified-Since.
+_LM_STRONG = 0x80
 #: Largest value kept in a bucket hash (Redis's hash-max-listpack-value).
 LISTPACK_VALUE = 64
 
@@ -57,24 +62,30 @@ def sketch_similarity(a: bytes, b: bytes, n: int) -> float:
 @dataclass(frozen=True, slots=True)
 class VisitState:
     """The last visit's ETag (sent back verbatim), when the last full copy was archived
-    (WARC-Refers-To-Date of a revisit record; Unix seconds) and its text sketch."""
+    (WARC-Refers-To-Date of a revisit record; Unix seconds), its text sketch, and whether the
+    Last-Modified kept in the history is a strong validator (If-Modified-Since only then)."""
 
     etag: str = ""
     captured_s: int = 0
     sketch: bytes = b""
+    lm_strong: bool = False
 
     def pack(self) -> bytes:
+        if len(self.sketch) >= _LM_STRONG:
+            raise ValueError(f"a sketch is at most {_LM_STRONG - 1} bytes: {len(self.sketch)}")
         etag = self.etag.encode("latin-1", "replace")
-        return _HEAD.pack(VERSION, self.captured_s) + bytes([len(self.sketch)]) + self.sketch + etag
+        size = len(self.sketch) | (_LM_STRONG if self.lm_strong else 0)
+        return _HEAD.pack(VERSION, self.captured_s) + bytes([size]) + self.sketch + etag
 
     @classmethod
     def unpack(cls, data: bytes) -> VisitState:
-        if len(data) < _HEAD.size + 1 or data[0] != VERSION:
+        if len(data) < _HEAD.size + 1 or data[0] not in _READABLE:
             raise RecordError(f"not a version-{VERSION} visit state ({len(data)} bytes)")
         _v, captured = _HEAD.unpack_from(data)
-        n = data[_HEAD.size]
+        size = data[_HEAD.size]
+        n, strong = size & (_LM_STRONG - 1), bool(size & _LM_STRONG)
         start = _HEAD.size + 1
-        return cls(data[start + n:].decode("latin-1"), captured, data[start:start + n])
+        return cls(data[start + n:].decode("latin-1"), captured, data[start:start + n], strong)
 
 
 @dataclass(frozen=True, slots=True)
