@@ -151,6 +151,11 @@ class RevisitPlanner:
         """Shrink estimates toward ``prior`` from now on (None: the settings' prior)."""
         self._prior = prior if prior is not None else self.settings.prior
 
+    @property
+    def prior(self) -> Prior | None:
+        """The prior estimates are shrunk toward now."""
+        return self._prior
+
     # -- the crawl-wide step --------------------------------------------------------------
     def replan(self, rates: np.ndarray, weights: np.ndarray | None = None,
                reserve_per_s: float = 0.0) -> None:

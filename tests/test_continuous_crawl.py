@@ -295,9 +295,10 @@ def test_dedup_never_flags_a_page_as_its_own_copy(crawl: Crawl) -> None:
 
 
 def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:
-    """An owner's replan under the freshness policy stores the partition's plan for the
-    workers and moves each scheduled URL to its last visit + its new interval, and never puts
-    back a URL that left the schedule meanwhile (ZADD XX: the one-place invariant)."""
+    """An owner's replan under the freshness policy stores the partition's plan (and its
+    fitted prior) for the workers and moves each scheduled URL to its last visit + its new
+    interval, and never puts back a URL that left the schedule meanwhile (ZADD XX: the
+    one-place invariant)."""
     fr = crawl.frontier
     cfg = fr.config.replace(revisit_policy="freshness")
     owner = RevisitOwner(Frontier(fr.r, cfg))
@@ -313,6 +314,9 @@ def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:
     assert moved == len(after)
     plan = planner_from(planner_settings(cfg), fr.r.get(fr.keys.revisit_plan(p)))
     assert plan.replanned and plan.mu is not None
+    # the prior fitted to the partition's pages (empirical Bayes) travels with the plan, so
+    # a worker's intervals (checked below) use the owner's prior, not the settings' weak one
+    assert plan.prior is not None and plan.prior != planner_settings(cfg).prior
     store = VisitStore(fr.r, cfg)
     for member, due in after.items():
         url = member_entry(member).url

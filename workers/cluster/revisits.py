@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from freshness.estimators import fitted_prior
 from freshness.history import VisitHistory
 from freshness.policies import PlanError
 from freshness.revisit import RevisitPlanner
@@ -89,6 +90,12 @@ class RevisitOwner:
         known = [(m, h) for m, h in zip(members, histories, strict=True) if h is not None]
         if not known:
             return 0
+        # empirical Bayes (freshness/estimators.py fitted_prior): a prior fitted to the
+        # partition's own rates, stored with the plan for the workers; the settings' weak
+        # prior while no page has changed yet
+        bare = RevisitPlanner(replace(planner.settings, prior=None))
+        planner.use_prior(fitted_prior([bare.rate_of(h) for _, h in known],
+                                       [h.unchanged_s + h.changed_s for _, h in known]))
         try:
             planner.replan(np.array([planner.rate_of(h) for _, h in known]))
         except PlanError as exc:

@@ -34,8 +34,9 @@ def planner_settings(cfg: CrawlConfig) -> RevisitSettings:
     """One partition's planner: its share of the budget, the crawl's bounds and policy, and a
     weak prior (one change per revisit_fixed_interval_s, as strong as one observed change):
     without one a page with no history yet has rate 0, which the estimator-driven policies
-    never visit, so its rate would never be learned. (A pooled prior per host or site
-    section, as docs/freshness.md describes, is not kept yet.)"""
+    never visit, so its rate would never be learned. Each replan then fits a prior to the
+    partition's pages (``fitted_prior``, workers/cluster/revisits.py) and stores it with the
+    plan. (A pooled prior per host or site section is not kept yet.)"""
     share = cfg.revisit_budget_pages_s / cfg.partitions
     return RevisitSettings(
         prior=Prior(1.0 / cfg.revisit_fixed_interval_s, 1.0),
@@ -47,12 +48,16 @@ def planner_settings(cfg: CrawlConfig) -> RevisitSettings:
 
 
 def plan_json(planner: RevisitPlanner) -> str:
-    """The replanned normaliser and the partition's share of the budget, as stored in
-    ``rvp``."""
+    """The replanned normaliser, the partition's share of the budget and the prior the
+    owner fitted (workers estimate with the same one), as stored in ``rvp``."""
     state = planner.plan_state()
     if state is None:
         return "{}"
-    return json.dumps({"share": planner.settings.budget_per_s, "plan": state})
+    d: dict[str, object] = {"share": planner.settings.budget_per_s, "plan": state}
+    prior = planner.prior
+    if prior is not None:
+        d["prior"] = [prior.rate, prior.strength]
+    return json.dumps(d)
 
 
 def planner_from(settings: RevisitSettings, raw: bytes | str | None) -> RevisitPlanner:
@@ -65,6 +70,9 @@ def planner_from(settings: RevisitSettings, raw: bytes | str | None) -> RevisitP
                 # the partition's share when the owner planned (its schedule's share)
                 planner = RevisitPlanner(replace(settings, budget_per_s=float(d["share"])))
                 planner.restore(d["plan"])
+                if "prior" in d:
+                    rate, strength = (float(x) for x in d["prior"])
+                    planner.use_prior(Prior(rate, strength))
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("revisit plan unreadable, planning as before a replan: %s", exc)
     return planner
