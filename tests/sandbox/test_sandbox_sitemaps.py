@@ -6,7 +6,6 @@ counts the sitemaps and orphans, and the web without the option is unchanged."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig, SandboxSite
 from sandbox.robots import RobotsKind
 from sandbox.sitemaps import ORPHAN_PATH, SITEMAP_PATH
+from tests.hostilekit import read_records
 from tests.inprocess import crawl_until_done
 from tests.webs import SandboxWebs
 from workers.cli.crawl import init_crawl
@@ -39,11 +39,7 @@ def crawl(redis_server: EmbeddedRedis, module_webs: SandboxWebs,
                       dedup_enabled=False).validate()
     frontier = init_crawl(redis.Redis.from_url(redis_server.url), cfg, web.seeds, fresh=True)
     crawl_until_done(redis_server.url, frontier, timeout_s=90, skip_delays=True)
-    records = {}
-    for path in (out / "records").glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            records[rec["url"]] = rec
+    records, _dups = read_records(out)
     return {"web": web, "records": records}
 
 

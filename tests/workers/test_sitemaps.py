@@ -7,7 +7,6 @@ recorded with its reason; the URLs they list admitted under scope and robots.txt
 from __future__ import annotations
 
 import gzip
-import json
 import time
 import tracemalloc
 import zlib
@@ -22,6 +21,7 @@ from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from frontier.counters import accounted
 from frontier.redisserver import EmbeddedRedis
 from frontier.urls import host_of
+from tests.hostilekit import read_records
 from tests.inprocess import crawl_until_done
 from tests.loopback import HTTPServerFactory, Reply, Request
 from workers.cli.crawl import init_crawl
@@ -108,12 +108,8 @@ def crawl(redis_server: EmbeddedRedis, tmp_path_factory: pytest.TempPathFactory,
     frontier = init_crawl(client, cfg, [f"{origin}/b"], fresh=True)
     started = time.monotonic()
     crawl_until_done(redis_server.url, frontier, timeout_s=60, skip_delays=True)
-    records = {}
-    for path in (tmp_path / "records").glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            assert rec["url"] not in records, rec  # one final record per URL
-            records[rec["url"]] = rec
+    records, dups = read_records(tmp_path)
+    assert not dups, dups  # one final record per URL
     lastmods = {k.decode(): v.decode() for k, v in
                 client.hgetall(frontier.keys.sitemap_lastmod(
                     frontier.partition(host_of(origin + "/")), host_of(origin + "/"))).items()}
@@ -229,11 +225,7 @@ def test_sitemaps_are_read_with_the_default_media_types(
     client = redis.Redis.from_url(redis_server.url)
     frontier = init_crawl(client, cfg, [f"{o}/"], fresh=True)
     crawl_until_done(redis_server.url, frontier, timeout_s=60, skip_delays=True)
-    records = {}
-    for path in (tmp / "records").glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line)
-            records[rec["url"]] = rec
+    records, _dups = read_records(tmp)
     client.close()
     assert records[o + "/idx.xml"]["sitemap"] == "index"
     assert records[o + "/post-sitemap2.xml.gz"]["sitemap"] == "urlset"
