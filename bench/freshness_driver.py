@@ -1,23 +1,32 @@
 """The visit driver of bench/freshness.py: revisit policies against the changing sandbox web,
 over real HTTP on loopback, each at the same budget.
 
+The driver owns simulated time: every request carries the simulated moment it is made at (as
+the wall time the web's clock would show, ``CLOCK_HEADER``; the web runs with
+``SandboxConfig.virtual_clock``), and the web answers as of that moment. Visits therefore
+happen at exactly their planned times, however loaded the machine, and a run is a function of
+its seed; the HTTP, the conditional GETs and the change detection are real. Simulated time
+maps to the web's wall time at ``time_acceleration`` simulated seconds per wall second, which
+is what sets the resolution of HTTP dates (one wall second).
+
 Every policy keeps, per page, the copy it holds (digest, main-text MinHash, validators) and its
-``VisitHistory`` in simulated seconds (the web runs ``time_acceleration`` times the wall clock;
-history times are whole simulated seconds, offset so that 0 still means "never"). A shared
-warm-up first visits every page uniformly (one driver, the same budget); then each policy gets
-a copy of the warm-up's state and runs its own plan, all concurrently against the one server,
-so they see the same realisation of the change processes (a function of simulated time).
+``VisitHistory`` in simulated seconds (history times are whole simulated seconds, offset so
+that 0 still means "never"). A shared warm-up first visits every page uniformly (one driver,
+the same budget); then each policy gets a copy of the warm-up's state and runs its own plan,
+all concurrently against the one server, so they see the same realisation of the change
+processes (a function of simulated time).
 
 Scheduling, per policy (what a crawl with a due-time ZSET and a rate limit does): a page is due
-``RevisitPlanner.interval_s`` after its last visit; due pages are visited earliest first, at
-most ``budget`` visits per second (no saving up of unused slots: a policy whose intervals ask
-for less than the budget leaves it unspent, one that asks for more falls behind and its pages
-wait). Estimator-driven policies replan every ``replan_sim_s`` (rates from the histories, a
-prior fitted to all pages' rates) and then move every waiting page's due time to its last visit
-plus its new interval. With ``DriveSpec.probe`` (the default) the rate-driven policies probe
-censored histories (freshness/explore.py); the probes are counted and spend the same budget.
-Each visit is a conditional GET with the validators the page last gave;
-bench/freshness_detect.py decides whether it changed.
+``RevisitPlanner.interval_s`` after its last visit (after the time that visit was due, if it
+came late: at most ``LATE_CREDIT`` of the interval is credited); due pages are visited
+earliest first, at most ``budget`` visits per second (no saving up of unused slots: a policy
+whose intervals ask for less than the budget leaves it unspent, one that asks for more falls
+behind and its pages wait). Estimator-driven policies replan every ``replan_sim_s`` (rates
+from the histories, a prior fitted to all pages' rates) and then move every waiting page's due
+time to its last visit plus its new interval. With ``DriveSpec.probe`` (the default) the
+rate-driven policies probe censored histories (freshness/explore.py); the probes are counted
+and spend the same budget. Each visit is a conditional GET with the validators the page last
+gave; bench/freshness_detect.py decides whether it changed.
 """
 
 from __future__ import annotations
@@ -42,11 +51,16 @@ from freshness.history import VisitHistory
 from freshness.revisit import RATE_DRIVEN, RevisitPlanner, RevisitPolicy, RevisitSettings
 from freshness.validators import strong_last_modified
 from sandbox.change_model import ChangeModel
+from sandbox.changing import CLOCK_HEADER
 
 #: History times are int(simulated second) + this, so that a visit at second 0 is not "never".
 HISTORY_OFFSET = 1_000_000
 REQUEST_TIMEOUT_S = 10.0
 ORACLE_SUFFIX = "+oracle"
+#: A late visit counts as made this share of the page's interval early at most, so that
+#: lateness from pages falling due together does not push every later visit back (the plan's
+#: frequencies, and so its budget, are kept) and is not made up in a burst either.
+LATE_CREDIT = 0.5
 #: Policies whose intervals do not depend on rates: never replanned.
 UNPLANNED = (RevisitPolicy.FIXED, RevisitPolicy.UNIFORM, RevisitPolicy.ADAPTIVE)
 
@@ -76,7 +90,6 @@ class DriveSpec:
     threshold: float = 0.9
     #: Feed Last-Modified to the histories (off: interval estimators only).
     use_last_modified: bool = True
-    max_inflight: int = 8
     seed: int = 0
     #: Probe censored histories under the rate-driven policies (freshness/explore.py).
     probe: ProbeRule | None = field(default_factory=ProbeRule)
@@ -89,8 +102,9 @@ class DriveSpec:
 class Page:
     history: VisitHistory = field(default_factory=VisitHistory)
     copy: Copy | None = None
-    last_sim: float = math.nan
-    busy: bool = False
+    #: When the schedule counts the last visit as made: its due time, or as much later as
+    #: the visit came less LATE_CREDIT of its interval (``Driver.visit``).
+    anchor_sim: float = math.nan
     #: The page's next visit is a probe of its censored history (counted when made).
     probing: bool = False
     probes: int = 0
@@ -178,10 +192,10 @@ class Driver:
                                     for u in target.urls])
 
     # -- one visit ----------------------------------------------------------------------------
-    async def _get(self, url: str, held: Copy | None, lm_strong: bool
+    async def _get(self, url: str, held: Copy | None, lm_strong: bool, sim: float
                    ) -> tuple[int, bytes, str | None, str | None, str | None]:
         parts = urlsplit(url)
-        headers = {"Host": parts.netloc}
+        headers = {"Host": parts.netloc, CLOCK_HEADER: repr(self.model.wall_time(sim))}
         if held is not None and held.etag:
             headers["If-None-Match"] = held.etag
         if held is not None and held.last_modified and lm_strong:
@@ -193,21 +207,19 @@ class Driver:
             return (resp.status, body, resp.headers.get("ETag"),
                     resp.headers.get("Last-Modified"), resp.headers.get("Date"))
 
-    async def visit(self, run: PolicyRun, index: int) -> None:
+    async def visit(self, run: PolicyRun, index: int, due: float, sim: float) -> None:
+        """Visit page ``index``, due at ``due``, at simulated ``sim``."""
         page = run.pages[index]
-        sim = self.model.sim_time(time.time())
         try:
             status, body, etag, lm, date = await self._get(self.target.urls[index], page.copy,
-                                                           page.lm_strong)
+                                                           page.lm_strong, sim)
         except (aiohttp.ClientError, TimeoutError) as exc:
             run.errors[type(exc).__name__] += 1
             self._push(run, index, sim + self.spec.min_interval_s)
-            page.busy = False
             return
         if status not in (200, 304) or (status == 304 and page.copy is None):
             run.errors[f"status {status}"] += 1
             self._push(run, index, sim + self.spec.min_interval_s)
-            page.busy = False
             return
         outcome, page.copy, _ = detect(page.copy, status, body, etag, lm, self.spec.threshold)
         page.lm_strong = strong_last_modified(page.copy.last_modified, date)
@@ -217,11 +229,13 @@ class Driver:
         h = page.history.observe(now_s, outcome.changed, lm_s)
         if run.planner.settings.policy is RevisitPolicy.ADAPTIVE and outcome is not Outcome.FIRST:
             h = replace(h, interval_s=run.planner.interval_s(h, changed=outcome.changed))
-        page.history, page.last_sim, page.busy = h, sim, False
+        page.history = h
         run.visits.append((index, sim, outcome))
         run.probes += page.probing
         page.probes += page.probing
-        self._push(run, index, sim + self._interval(run, index))
+        interval = self._interval(run, index)
+        page.anchor_sim = max(min(due, sim), sim - LATE_CREDIT * interval)
+        self._push(run, index, page.anchor_sim + interval)
 
     def _interval(self, run: PolicyRun, index: int) -> float:
         page = run.pages[index]
@@ -250,7 +264,7 @@ class Driver:
                    run.heap[0][0] if run.heap else math.inf)
 
     @staticmethod
-    def _pop_due(run: PolicyRun, sim: float) -> int | None:
+    def _pop_due(run: PolicyRun, sim: float) -> tuple[float, int] | None:
         """Due probes first while they are within the probe share of the visits, then due
         planned visits (earliest first), then due probes anyway (no slot is left unused)."""
         probe = run.planner.settings.probe
@@ -259,14 +273,14 @@ class Driver:
             run.heap, run.probe_heap)
         for heap in heaps:
             if heap and heap[0][0] <= sim:
-                return heapq.heappop(heap)[1]
+                return heapq.heappop(heap)
         return None
 
     # -- planning -----------------------------------------------------------------------------
     def replan(self, run: PolicyRun) -> None:
         """Rates from every history, with a prior fitted to all pages' own rates (empirical
         Bayes, ``fitted_prior``); then every waiting page is
-        due at its last visit plus its new interval."""
+        due at its last visit (its anchor) plus its new interval."""
         hs = [p.history for p in run.pages]
         run.planner.use_prior(None)  # the page's own rates, to fit the prior to
         prior = fitted_prior([run.planner.rate_of(h) for h in hs],
@@ -284,49 +298,29 @@ class Driver:
         run.replans += 1
         run.heap, run.probe_heap = [], []
         for i, p in enumerate(run.pages):
-            if not p.busy and not math.isnan(p.last_sim):
-                self._push(run, i, p.last_sim + self._interval(run, i))
+            if not math.isnan(p.anchor_sim):
+                self._push(run, i, p.anchor_sim + self._interval(run, i))
 
     # -- the loop -------------------------------------------------------------------------------
-    async def run_until(self, run: PolicyRun, end_sim: float, replan: bool) -> None:
-        """Visit due pages at the budget's pace until simulated ``end_sim``; then wait for the
-        visits under way."""
-        pace = 1.0 / (self.spec.budget_per_sim_s * self.model.acceleration)
-        next_slot = time.time()
-        next_replan = self.model.sim_time(next_slot) + self.spec.replan_sim_s
-        tasks: set[asyncio.Task[None]] = set()
-        sem = asyncio.Semaphore(self.spec.max_inflight)
+    async def run_until(self, run: PolicyRun, start_sim: float, end_sim: float,
+                        replan: bool) -> None:
+        """Visit due pages at the budget's pace from simulated ``start_sim`` until ``end_sim``,
+        each at exactly its simulated time (one visit at a time per policy: a visit takes no
+        simulated time), replanning every ``replan_sim_s``."""
+        pace = 1.0 / self.spec.budget_per_sim_s
+        next_slot, next_replan = start_sim, start_sim + self.spec.replan_sim_s
         while True:
-            now = time.time()
-            sim = self.model.sim_time(now)
-            if sim >= end_sim:
-                break
-            if replan and sim >= next_replan:
+            at = max(self._next_due(run), next_slot)
+            if replan and next_replan <= min(at, end_sim):
                 self.replan(run)
                 next_replan += self.spec.replan_sim_s
-            due = self._next_due(run)
-            if due > sim or now < next_slot:
-                wake = min(next_slot if now < next_slot else math.inf,
-                           self.model.wall_time(due) if due < math.inf else math.inf,
-                           self.model.wall_time(end_sim))
-                await asyncio.sleep(min(max(wake - now, 0.001), 0.05))
                 continue
-            index = self._pop_due(run, sim)
-            assert index is not None  # something is due
-            page = run.pages[index]
-            if page.busy:
-                continue
-            page.busy = True
-            next_slot = max(next_slot, now - pace) + pace
-            task = asyncio.create_task(self._limited(sem, run, index))
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-        if tasks:
-            await asyncio.gather(*tasks)
-
-    async def _limited(self, sem: asyncio.Semaphore, run: PolicyRun, index: int) -> None:
-        async with sem:
-            await self.visit(run, index)
+            if at >= end_sim:
+                return
+            popped = self._pop_due(run, at)
+            assert popped is not None  # something is due
+            next_slot = max(next_slot, at - pace) + pace
+            await self.visit(run, popped[1], popped[0], at)
 
     # -- warm-up, fork, main phase --------------------------------------------------------------
     def _warmup_run(self, start_sim: float) -> PolicyRun:
@@ -343,7 +337,7 @@ class Driver:
     def fork(self, warmup: PolicyRun, policy: RevisitPolicy, oracle: bool = False) -> PolicyRun:
         planner = RevisitPlanner(settings_for(policy, self.spec, self.n))
         interval = _uniform_interval(self.spec, self.n)
-        pages = [replace(p, history=replace(p.history, interval_s=interval), busy=False)
+        pages = [replace(p, history=replace(p.history, interval_s=interval))
                  for p in warmup.pages]
         run = PolicyRun(policy.value + (ORACLE_SUFFIX if oracle else ""), planner, pages,
                         oracle=oracle)
@@ -355,16 +349,16 @@ class Driver:
         """``policies`` with estimated rates, and ``oracles`` (planned policies) with the true
         ones, all from the same warm-up."""
         t0 = time.time()
-        start = self.model.sim_time(t0)
+        start = 0.0
         warmup = self._warmup_run(start)
-        await self.run_until(warmup, start + self.spec.warmup_sim_s, replan=False)
-        fork_sim = self.model.sim_time(time.time())
+        await self.run_until(warmup, start, start + self.spec.warmup_sim_s, replan=False)
+        fork_sim = start + self.spec.warmup_sim_s
         runs = {p.value: self.fork(warmup, p) for p in policies}
         for p in oracles or []:
             run = self.fork(warmup, p, oracle=True)
             runs[run.name] = run
         end = fork_sim + self.spec.run_sim_s
-        await asyncio.gather(*(self.run_until(r, end, replan=r.planner.settings.policy
+        await asyncio.gather(*(self.run_until(r, fork_sim, end, replan=r.planner.settings.policy
                                               not in UNPLANNED) for r in runs.values()))
         return DriveResult(self.target.urls, start, fork_sim, end, warmup, runs,
                            time.time() - t0, fork_sim + self.spec.unscored_sim_s)

@@ -52,6 +52,8 @@ def _parser_with_optional_webs(d: SandboxConfig) -> argparse.ArgumentParser:
                    help="simulated seconds per wall second")
     c.add_argument("--change-epoch", type=float, default=d.change_epoch,
                    help="wall time of simulated second 0 (0: when the server starts)")
+    c.add_argument("--virtual-clock", action="store_true",
+                   help="a request's X-Sandbox-Clock header (wall seconds) is its time")
     return p
 
 
@@ -128,7 +130,7 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
                          cosmetic_share=a.cosmetic_share, etag_share=a.etag_share,
                          last_modified_share=a.last_modified_share,
                          wrong_lm_share=a.wrong_lm_share, time_acceleration=a.time_acceleration,
-                         change_epoch=a.change_epoch)
+                         change_epoch=a.change_epoch, virtual_clock=a.virtual_clock)
 
 
 def write_pagerank(site: SandboxSite, path: str) -> None:

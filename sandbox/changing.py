@@ -25,6 +25,8 @@ from .layout import share_draw
 from .pages import render_page
 from .replies import Reply, SiteReplies
 
+#: Under ``SandboxConfig.virtual_clock``, the request header carrying its wall time.
+CLOCK_HEADER = "X-Sandbox-Clock"
 #: The date a lying host of the OLD kind gives for everything (2020-09-13).
 WRONG_OLD_DATE = 1_600_000_000
 _STAMP_AFTER = b"<main>\n"

@@ -74,6 +74,10 @@ class SandboxConfig:
     time_acceleration: float = 1.0
     #: Wall time of simulated second 0; 0: when the server starts (it reports the value).
     change_epoch: float = 0.0
+    #: A request's ``X-Sandbox-Clock`` header (wall seconds) is the changing web's "now" for
+    #: it (versions, Last-Modified, Date): a driver that owns simulated time gets answers that
+    #: do not depend on how loaded the machine is (bench/freshness_driver.py). Test webs only.
+    virtual_clock: bool = False
 
     @classmethod
     def internet(cls, **overrides: object) -> SandboxConfig:

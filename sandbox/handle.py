@@ -90,7 +90,8 @@ class SandboxWeb:
                    "--last-modified-share", str(c.last_modified_share),
                    "--wrong-lm-share", str(c.wrong_lm_share),
                    "--time-acceleration", str(c.time_acceleration),
-                   "--change-epoch", str(c.change_epoch)] if c.changes else []),
+                   "--change-epoch", str(c.change_epoch),
+                   *(["--virtual-clock"] if c.virtual_clock else [])] if c.changes else []),
                 *(["--prerender"] if self._prerender else []),
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 

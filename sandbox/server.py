@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import math
 import socket
 import ssl
 import time
-from email.utils import parsedate_to_datetime
+from email.utils import formatdate, parsedate_to_datetime
 
 from aiohttp import web
 
 from .change_model import ChangeModel
-from .changing import ChangingReplies
+from .changing import CLOCK_HEADER, ChangingReplies
 from .latency import Answer, Failure, LatencyModel
 from .pages import small_html
 from .replies import Reply
@@ -102,6 +103,17 @@ class SandboxServer:
             await asyncio.sleep(answer.delay_s)
         return answer
 
+    def _clock(self, request: web.BaseRequest, start: float) -> float:
+        """The request's time: its CLOCK_HEADER under ``config.virtual_clock``, else ``start``
+        (an unreadable header is answered at ``start``: a driver's bug shows as changes)."""
+        if not self.site.config.virtual_clock:
+            return start
+        try:
+            value = float(request.headers.get(CLOCK_HEADER, ""))
+        except ValueError:
+            return start
+        return value if math.isfinite(value) and value >= 0 else start
+
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         start = time.time()
         host = (request.headers.get("Host") or "").rsplit(":", 1)[0].lower()
@@ -114,13 +126,16 @@ class SandboxServer:
             request.transport.get_extra_info("sslcontext") is not None
         try:
             reply = (secure and self._misdirected(host, secure)) or self.site.respond(host, target)
+            now = self._clock(request, start)
             if self.changes is not None:
-                reply, version = self.changes.serve(host, target, reply, start)
+                reply, version = self.changes.serve(host, target, reply, now)
             answer = await self._wait(request, host, target)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             status, body = reply.status, reply.body
             headers = {"Content-Type": reply.content_type, **dict(reply.headers)}
+            if now != start:
+                headers["Date"] = formatdate(int(now), usegmt=True)
             if reply.first_status is not None and (host, target) not in self._flaky_seen:
                 self._flaky_seen.add((host, target))
                 status, body = reply.first_status, small_html("Unavailable", "try again")

@@ -1,15 +1,16 @@
 """Revisit policies on the changing sandbox web (issue 19), over real HTTP on loopback: one
 budget, three seeds (three webs driven at once, one module-scoped run), the figures measured
 against each web's ground truth over a scored window after a shared warm-up and an unscored
-learning span (bench/freshness.py does the same at a larger scale).
+learning span (bench/freshness.py does the same at a larger scale). The driver owns simulated
+time (BenchSpec.virtual_clock), so each seed's figures are the same on every run.
 
 The policies run twice from the same warm-up: planned on the rates estimated from their own
 visit histories (probing censored ones, freshness/explore.py), and (``+oracle``) on the web's
 true rates. The theory's claims hold, with a margin across the seeds, for the true rates. With
 the estimated rates, uniform still beats proportional; probing lets the freshness optimum drop
-fast pages that no unprobed estimate could; √λ beats the adaptive rule's delay on every seed,
-and freshness- and age-optimal beat it on their objectives on seeds 1 and 3 and over the
-seeds, but on seed 2 only draw level (docs/freshness.md, "The test", has every run's margins).
+fast pages that no unprobed estimate could; and √λ, freshness- and age-optimal beat the
+adaptive rule on their own objectives on every seed (docs/freshness.md, "The test", has the
+margins of seeds 1-12).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ ORACLES = [RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT, RevisitPolicy.FRESHNE
            RevisitPolicy.AGE]
 POLICIES = [RevisitPolicy.UNIFORM, RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT,
             RevisitPolicy.FRESHNESS, RevisitPolicy.AGE, RevisitPolicy.ADAPTIVE]
-#: 30 pages, 42 simulated hours in 42 wall seconds; every page every 3 simulated hours on
-#: average (8 visits a day). The first 20% is a shared uniform warm-up; then every policy runs
-#: its own rule, the next 30% unscored (the estimators and the adaptive rule's intervals
-#: learn), the last 50% (21 h) scored.
-SPEC = {"pages": 30, "sim_days": 1.75, "accel": 3600.0, "budget_per_sim_h": 10.0,
-        "replan_sim_h": 3.0, "warmup_share": 0.2, "unscored_share": 0.3}
+#: 60 pages, 4 simulated days on the driver's own clock (BenchSpec.virtual_clock: a run is a
+#: function of its seed, whatever the machine's load); every page every 3 simulated hours on
+#: average (8 visits a day). The first 15% is a shared uniform warm-up; then every policy runs
+#: its own rule, the next 25% unscored (the estimators and the adaptive rule's intervals
+#: learn), the last 60% (58 h) scored. HTTP dates keep a resolution of one simulated hour.
+SPEC = {"pages": 60, "sim_days": 4.0, "accel": 3600.0, "budget_per_sim_h": 20.0,
+        "replan_sim_h": 3.0, "warmup_share": 0.15, "unscored_share": 0.25}
 
 Table = dict[int, dict[str, dict[str, Any]]]
 Runs = list[tuple[DriveResult, dict[str, Any], Changes]]
@@ -79,14 +81,12 @@ def test_every_policy_got_about_the_same_visits_and_no_errors(table: Table) -> N
 
 # -- the theory's claims, with the true rates (the same visit loop, HTTP and ground truth) -----
 def test_freshness_optimal_has_the_highest_mean_freshness(table: Table) -> None:
-    for other in ("uniform", "proportional+oracle", "sqrt+oracle", "adaptive", "freshness",
+    for other in ("uniform", "proportional+oracle", "sqrt+oracle", "age+oracle", "adaptive",
                   "sqrt", "age"):
         assert min(_margin(table, "freshness+oracle", other, "mean_freshness", True)) > 0.01, \
             other
-    # age-optimal is 1.8% behind in closed form on seed 3 (0.819 against 0.834), about the
-    # run-to-run noise of the measurement (±1%): ahead over the seeds, never clearly behind
-    margins = _margin(table, "freshness+oracle", "age+oracle", "mean_freshness", True)
-    assert np.mean(margins) > 0.01 and min(margins) > -0.01, margins
+    # the same policy on its estimates comes within 1% on some seeds: ahead, not by 1%
+    assert min(_margin(table, "freshness+oracle", "freshness", "mean_freshness", True)) > 0
 
 
 def test_sqrt_has_the_lowest_mean_delay(table: Table) -> None:
@@ -102,38 +102,27 @@ def test_uniform_beats_proportional_on_freshness(table: Table) -> None:
 
 
 def test_rate_driven_policies_beat_adaptive_on_their_own_objective(table: Table) -> None:
-    """With the true rates: on every seed, by 1% in freshness, 5% in age and 10% in delay
-    (over nine unstarved runs the smallest margins were 3.6%, 9.6% and 19%, all on seed 2)."""
+    """With the true rates: on every seed, by 3% in freshness, 20% in age and 20% in delay
+    (seeds 1-12 gave at least 5.3%, 36% and 25%)."""
     fresh = _margin(table, "freshness+oracle", "adaptive", "mean_freshness", True)
     age = _margin(table, "age+oracle", "adaptive", "mean_age_s", False)
     delay = _margin(table, "sqrt+oracle", "adaptive", "mean_delay_s", False)
     print(f"\noracle margins over adaptive per seed: freshness {np.round(fresh, 3)}, age "
           f"{np.round(age, 3)}, delay {np.round(delay, 3)}")
-    assert min(fresh) > 0.01 and min(age) > 0.05 and min(delay) > 0.1, (fresh, age, delay)
+    assert min(fresh) > 0.03 and min(age) > 0.2 and min(delay) > 0.2, (fresh, age, delay)
 
 
 def test_estimated_rate_policies_beat_adaptive_on_their_own_objective(table: Table) -> None:
-    """Planned on the rates each policy estimated from its own visits, measured over the
-    scored window. √λ beats the adaptive rule's delay on every seed. Freshness-optimal and
-    age-optimal beat it on seeds 1 and 3 and over the seeds; on seed 2 (22 of 30 pages
-    changing, 7 of them faster than the freshness optimum keeps, so the most probing) they
-    are level with it in freshness (asserted not to lose by more than 4%) and all over the
-    place in age, -27% to +4% (docs/freshness.md, "The test", has the margins of every run)."""
+    """Planned on the rates each policy estimated from its own visits (probing censored ones),
+    measured over the scored window: on every seed freshness-optimal beats the adaptive rule's
+    freshness by 2%, age-optimal its age by 10% and √λ its delay by 10% (seeds 1-12 gave at
+    least 3.3%, 12.8% and 18.7%; docs/freshness.md, "The test")."""
     fresh = _margin(table, "freshness", "adaptive", "mean_freshness", True)
     age = _margin(table, "age", "adaptive", "mean_age_s", False)
     delay = _margin(table, "sqrt", "adaptive", "mean_delay_s", False)
     print(f"\nestimated-rate margins over adaptive per seed: freshness {np.round(fresh, 3)}, "
           f"age {np.round(age, 3)}, delay {np.round(delay, 3)}")
-    # Margins: the smallest seen over nine unstarved runs, less some room
-    # (the runs are driven by the wall clock at 3600x, so load moves them): delay 2.8%, and
-    # on seeds 1 and 3 freshness 1.9%, age 16.6%. Seed 2 went down to -2.2% in freshness, and
-    # its age margin spread from -27% to +4% (on a quiet machine): it is not asserted alone.
-    assert min(delay) > 0.01, delay
-    by_seed = dict(zip(table, zip(fresh, age, strict=True), strict=True))
-    for seed in (1, 3):
-        assert by_seed[seed][0] > 0.005 and by_seed[seed][1] > 0.1, (seed, by_seed[seed])
-    assert by_seed[2][0] > -0.04, by_seed[2]
-    assert np.mean(fresh) > 0.005 and np.mean(age) > 0.05, (fresh, age)
+    assert min(fresh) > 0.02 and min(age) > 0.1 and min(delay) > 0.1, (fresh, age, delay)
 
 
 # -- the estimator-driven policies: probing censored histories (freshness/explore.py) ----------

@@ -10,6 +10,7 @@ loopback against the model, at the request's logged start time (the time the ser
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import math
 import statistics
@@ -25,7 +26,7 @@ import pytest
 from freshness.estimators import bias_reduced_rate, naive_rate
 from sandbox import SandboxConfig, SandboxSite, SandboxWeb
 from sandbox.change_model import ChangeModel, WrongLastModified
-from sandbox.changing import WRONG_OLD_DATE, ChangingReplies
+from sandbox.changing import CLOCK_HEADER, WRONG_OLD_DATE, ChangingReplies
 from tests.webs import SandboxWebs
 
 #: Seed 3 gives every kind of host among 12: ETag only, Last-Modified only, both, neither,
@@ -239,6 +240,40 @@ def test_server_serves_the_models_version_byte_for_byte(web: SandboxWeb) -> None
     _get(web, static)
     time.sleep(0.3)
     assert web.read_log()[-1].version is None  # static pages log no version
+
+
+def test_virtual_clock_serves_the_requests_time_and_only_when_configured(
+        web: SandboxWeb, module_webs: SandboxWebs) -> None:
+    """Under ``virtual_clock`` a page is served as the model has it at the time the request's
+    header names (body, and a Date of that time); an unreadable header is answered at the
+    wall clock. Control: the web without the option ignores the header."""
+    virtual = module_webs.shared(dataclasses.replace(WEB, virtual_clock=True))
+    assert virtual.site is not None and web.site is not None
+    m = _model(virtual)
+    offline = ChangingReplies(virtual.site.replies, m)
+    urls = m.changing_urls(virtual.site.page_urls())[:20]
+    later = [m.wall_time(sim) for sim in (86400.0, 3 * 86400.0)]
+    for url in urls:
+        host, path = urlsplit(url).hostname or "", urlsplit(url).path
+        for t in later:
+            status, headers, body = _get(virtual, url, **{CLOCK_HEADER: repr(t)})
+            want, _ = offline.serve(host, path, virtual.site.respond(host, path), t)
+            assert status == 200 and body == want.body, (url, t)
+            assert headers["Date"] == formatdate(int(t), usegmt=True)
+    moved = [u for u in urls if m.version_at(u, later[1]) != m.version_at(u, time.time() + 5)]
+    assert moved  # pages whose version at the header's time is not today's
+    url = moved[0]
+    host, path = urlsplit(url).hostname or "", urlsplit(url).path
+    for target, header in ((virtual, "soon"), (web, repr(later[1]))):
+        model = _model(target)
+        assert target.site is not None
+        t0 = time.time()
+        _, headers, body = _get(target, url, **{CLOCK_HEADER: header})
+        t1 = time.time()
+        now = [ChangingReplies(target.site.replies, model).serve(
+            host, path, target.site.respond(host, path), t)[0].body for t in (t0, t1)]
+        assert body in now, (target is web, header)
+        assert abs(parsedate_to_datetime(headers["Date"]).timestamp() - t0) < 5
 
 
 def test_content_change_rewrites_text_keeps_links_cosmetic_change_only_the_date() -> None:
