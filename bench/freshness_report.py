@@ -111,7 +111,8 @@ def write_outputs(out: Path, result: DriveResult, numbers: dict[str, Any],
 `{numbers.get('command', 'python -m bench.freshness')}`
 
 {numbers['pages']['count']} pages ({numbers['pages']['changing']} really changing), seed
-{spec['seed']}, {spec['sim_days']} simulated days at {spec['accel']:g}x (the first
+{spec['seed']}, {spec['sim_days']} simulated days on the driver's own clock (HTTP dates to
+{spec['accel']:g} simulated seconds; the first
 {spec['warmup_share']:.0%} a shared warm-up of uniform visits, the next
 {spec.get('unscored_share', 0):.0%} every policy on its own rule, unscored), budget
 {spec['budget_per_sim_h']:g} visits per simulated hour per policy, replanning every

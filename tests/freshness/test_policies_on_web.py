@@ -125,6 +125,17 @@ def test_estimated_rate_policies_beat_adaptive_on_their_own_objective(table: Tab
     assert min(fresh) > 0.02 and min(age) > 0.1 and min(delay) > 0.1, (fresh, age, delay)
 
 
+def test_with_estimated_rates_freshness_optimal_is_freshest_and_sqrt_quickest(
+        table: Table) -> None:
+    """The first two claims among the estimated-rate policies too, on every seed: by 0.5% in
+    freshness and 10% in delay over the other policies (seeds 1-12 gave at least 1.2% and
+    16.9%)."""
+    for other in ("uniform", "proportional", "sqrt", "age", "adaptive"):
+        assert min(_margin(table, "freshness", other, "mean_freshness", True)) > 0.005, other
+    for other in ("uniform", "proportional", "freshness", "age", "adaptive"):
+        assert min(_margin(table, "sqrt", other, "mean_delay_s", False)) > 0.1, other
+
+
 # -- the estimator-driven policies: probing censored histories (freshness/explore.py) ----------
 def _estimates(result: DriveResult, name: str) -> np.ndarray:
     run = result.runs[name]
