@@ -15,13 +15,23 @@ from __future__ import annotations
 from email.utils import parsedate_to_datetime
 
 
+def http_date_s(value: str | None) -> float | None:
+    """An HTTP date as POSIX seconds; None when missing or unreadable."""
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def strong_at(last_modified_s: float | None, date_s: float | None) -> bool:
+    """``strong_last_modified`` on dates already read (``http_date_s``)."""
+    return last_modified_s is not None and date_s is not None and \
+        date_s >= last_modified_s + 1.0
+
+
 def strong_last_modified(last_modified: str | None, date: str | None) -> bool:
     """Whether a response's Last-Modified is strong: its Date at least a second after it
     (False when either is missing or unreadable)."""
-    if not (last_modified and date):
-        return False
-    try:
-        return (parsedate_to_datetime(date).timestamp()
-                >= parsedate_to_datetime(last_modified).timestamp() + 1.0)
-    except (TypeError, ValueError, OverflowError):
-        return False
+    return strong_at(http_date_s(last_modified), http_date_s(date))

@@ -25,7 +25,7 @@ from typing import Any
 import xxhash
 
 from dedup.service import Features
-from freshness.validators import strong_last_modified
+from freshness.validators import http_date_s, strong_at
 from frontier.counters import Outcome
 from frontier.frontier import Lease
 from workers.fetch import FetchResult
@@ -182,16 +182,6 @@ def decide(ctx: PipelineServices, res: FetchResult, prior: PriorVisit | None,
     return ChangeDecision(True, Basis.CHANGED, False if digest is not None else None, sim)
 
 
-def _last_modified(res: FetchResult) -> int | None:
-    raw = res.header("last-modified")
-    if not raw:
-        return None
-    try:
-        return int(email.utils.parsedate_to_datetime(raw).timestamp())
-    except (TypeError, ValueError, OverflowError):
-        return None  # a malformed date is no date: the history then ignores it
-
-
 def track_visit(ctx: PipelineServices, lease: Lease, res: FetchResult, result: LeaseResult,
                 feats: Features | None, prior: PriorVisit | None) -> dict[str, Any]:
     """Continuous crawling: judge the visit, attach it to ``result`` for the completer, and
@@ -215,9 +205,11 @@ def track_visit(ctx: PipelineServices, lease: Lease, res: FetchResult, result: L
     fetched = int(res.started_at)
     full_copy = ctx.warc is not None and revisit_profile(lease, res, prior) is None
     sketch = sketch_of(feats[1]) if feats is not None else last.sketch
-    lm = _last_modified(res)
+    # a malformed date is no date: the history then ignores it
+    lm_s = http_date_s(res.header("last-modified"))
+    lm = int(lm_s) if lm_s is not None else None
     lm_strong = (last.lm_strong if status == 304 and lm is None else
-                 strong_last_modified(res.header("last-modified"), res.header("date")))
+                 strong_at(lm_s, http_date_s(res.header("date"))))
     state = VisitState(etag, fetched if full_copy else last.captured_s, sketch, lm_strong)
     if lm is None and status == 304 and prior is not None and prior.history is not None:
         lm = prior.history.last_modified_s or None
