@@ -58,6 +58,14 @@ def _not_modified(request: web.BaseRequest, reply: Reply) -> bool:
     return False
 
 
+def _base_headers(reply: Reply, now: float, start: float) -> dict[str, str]:
+    """The reply's own headers, and a Date of ``now`` when the virtual clock set it."""
+    headers = {"Content-Type": reply.content_type, **dict(reply.headers)}
+    if now != start:
+        headers["Date"] = formatdate(int(now), usegmt=True)
+    return headers
+
+
 class SandboxServer:
     def __init__(self, site: SandboxSite, log: RequestLog, change_epoch: float = 0.0) -> None:
         """``change_epoch``: wall time of the changing web's simulated second 0 (with
@@ -133,9 +141,7 @@ class SandboxServer:
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             status, body = reply.status, reply.body
-            headers = {"Content-Type": reply.content_type, **dict(reply.headers)}
-            if now != start:
-                headers["Date"] = formatdate(int(now), usegmt=True)
+            headers = _base_headers(reply, now, start)
             if reply.first_status is not None and (host, target) not in self._flaky_seen:
                 self._flaky_seen.add((host, target))
                 status, body = reply.first_status, small_html("Unavailable", "try again")
