@@ -38,7 +38,6 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -49,7 +48,7 @@ from freshness.estimators import fitted_prior
 from freshness.explore import ProbeRule, probes_left
 from freshness.history import VisitHistory
 from freshness.revisit import RATE_DRIVEN, RevisitPlanner, RevisitPolicy, RevisitSettings
-from freshness.validators import strong_last_modified
+from freshness.validators import http_date_s, strong_last_modified
 from sandbox.change_model import ChangeModel
 from sandbox.changing import CLOCK_HEADER
 
@@ -171,11 +170,8 @@ def _header_time(model: ChangeModel, value: str | None, now_s: int) -> int | Non
     An HTTP date names a wall second, which is ``acceleration`` simulated seconds: we take its
     middle (not its start, which would make every change look older than it is by half of
     that on average), and never later than the visit."""
-    if not value:
-        return None
-    try:
-        wall = parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
+    wall = http_date_s(value)
+    if wall is None:
         return None
     return min(max(int(model.sim_time(wall + 0.5)) + HISTORY_OFFSET, 1), now_s)
 

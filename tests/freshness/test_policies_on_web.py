@@ -2,7 +2,7 @@
 budget, three seeds (three webs driven at once, one module-scoped run), the figures measured
 against each web's ground truth over a scored window after a shared warm-up and an unscored
 learning span (bench/freshness.py does the same at a larger scale). The driver owns simulated
-time (BenchSpec.virtual_clock), so each seed's figures are the same on every run.
+time (bench/freshness_driver.py), so each seed's figures are the same on every run.
 
 The policies run twice from the same warm-up: planned on the rates estimated from their own
 visit histories (probing censored ones, freshness/explore.py), and (``+oracle``) on the web's
@@ -34,7 +34,7 @@ ORACLES = [RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT, RevisitPolicy.FRESHNE
            RevisitPolicy.AGE]
 POLICIES = [RevisitPolicy.UNIFORM, RevisitPolicy.PROPORTIONAL, RevisitPolicy.SQRT,
             RevisitPolicy.FRESHNESS, RevisitPolicy.AGE, RevisitPolicy.ADAPTIVE]
-#: 60 pages, 4 simulated days on the driver's own clock (BenchSpec.virtual_clock: a run is a
+#: 60 pages, 4 simulated days on the driver's own clock (bench/freshness_driver.py: a run is a
 #: function of its seed, whatever the machine's load); every page every 3 simulated hours on
 #: average (8 visits a day). The first 15% is a shared uniform warm-up; then every policy runs
 #: its own rule, the next 25% unscored (the estimators and the adaptive rule's intervals
