@@ -322,6 +322,9 @@ def test_pywb_replays_the_crawled_pages(crawls: dict[str, Crawl], pywb: str) -> 
             assert status == 404 and body == b"<html>not here</html>"
         else:
             assert (status, body) == (200, page_body(path)), path
-    # negative control: the same WARC files under an index whose offsets are off by one
-    status, body = replay(pywb, "bad", lines["/a.html"])
-    assert status != 200 and body != page_body("/a.html")
+    # negative control: the same WARC files under an index whose offsets are off by one do not
+    # replay the page (pywb answers an error; once in CI it answered 200, body not recorded, so
+    # the check is on the page itself and the message keeps what came back)
+    for path in ("/a.html", "/b.html"):
+        status, body = replay(pywb, "bad", lines[path])
+        assert body != page_body(path), (path, status, body[:400])
