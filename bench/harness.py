@@ -39,6 +39,7 @@ import redis  # noqa: E402
 
 from frontier.redisserver import EmbeddedRedis  # noqa: E402
 from sandbox import LogEntry, RobotsKind, SandboxConfig, SandboxSite, SandboxWeb  # noqa: E402
+from sandbox.looplag import lag_between, lag_path, read_lag  # noqa: E402
 
 sys.path.insert(0, str(BENCH))  # bench/internet.py, bench/profile_summary.py
 PEER_PY = BENCH / ".venv-peers" / "bin" / "python"
@@ -275,6 +276,7 @@ class Bench:
         t_start = time.time()
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         web_cpu0 = cpu_of(self.web.pid)
+        lag0 = read_lag(lag_path(self.web.log_path))
         logf = open(self.work / f"{name}.log", "ab")
         env = {**os.environ, **(env_extra or {}),
                "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -358,6 +360,8 @@ class Bench:
             "server_cpu_s": round(cpu_of(self.web.pid) - web_cpu0, 2),
         }
         out["server_cpu_share_of_core"] = round(out["server_cpu_s"] / window, 3) if window else 0
+        # how late the web's event loop ran over the run: a web that lags is the bottleneck
+        out["server_loop_lag"] = lag_between(lag0, read_lag(lag_path(self.web.log_path)))
         out.update(self.extra_figures(entries, a))
         if mon:
             out["monitor"] = dict(mon)

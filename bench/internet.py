@@ -106,6 +106,21 @@ def flight_figures(entries: list[LogEntry], t0: float, t1: float) -> dict[str, A
         "response_s_mean": round(statistics.fmean(durs), 4) if durs else 0.0,
         "response_s_median": round(durs[len(durs) // 2], 4) if durs else 0.0,
         "https_requests": sum(1 for e in entries if getattr(e, "scheme", "") == "https"),
+        **connection_figures(entries),
+    }
+
+
+def connection_figures(entries: list[LogEntry]) -> dict[str, Any]:
+    """Keep-alive reuse as the server saw it: the share of requests that opened a connection
+    (a TCP handshake, and a TLS one over HTTPS), overall and over HTTPS."""
+    known = [e for e in entries if getattr(e, "conn_request", 0)]
+    tls = [e for e in known if e.scheme == "https"]
+    return {
+        "new_connection_share": round(sum(e.conn_request == 1 for e in known) / len(known), 3)
+        if known else None,
+        "tls_handshakes": sum(e.conn_request == 1 for e in tls),
+        "tls_new_connection_share": round(sum(e.conn_request == 1 for e in tls) / len(tls), 3)
+        if tls else None,
     }
 
 
@@ -173,8 +188,9 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             ("dup", "duplicate_fetches", "{}"), ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
             ("in flight", "fetches_in_flight_mean", "{:.1f}"),
             ("resp ms", "response_s_mean", "{:.0f}"),
-            ("srv core", "server_cpu_share_of_core", "{:.2f}"), ("polite", "polite", "{}"),
-            ("capped", "capped", "{}")]
+            ("srv core", "server_cpu_share_of_core", "{:.2f}"),
+            ("srv lag p90 ms", "lag_p90", "{}"), ("new conn", "new_connection_share", "{}"),
+            ("polite", "polite", "{}"), ("capped", "capped", "{}")]
     rows = [[c[0] for c in cols]]
     for name, r in results.items():
         row = []
@@ -185,6 +201,10 @@ def table(results: dict[str, dict[str, Any]]) -> str:
                 row.append(_label(r))
             elif key == "polite":
                 row.append(str(r["politeness"]["ok"]))
+            elif key == "lag_p90":
+                row.append(fmt.format((r.get("server_loop_lag") or {}).get("p90_ms", "-")))
+            elif key == "new_connection_share":
+                row.append(fmt.format(r.get(key, "-")))
             elif key == "response_s_mean":
                 row.append(fmt.format(1000 * r[key]))
             else:

@@ -4,8 +4,9 @@ Fields: start, end (time.time() floats; end is taken after the response was writ
 (just before the last write: a lower bound on when the client had the whole response), host
 (Host header without port), ip (local address the request arrived on), path (with query),
 method, status (0 if the client went away or the server shut down first), bytes (body length
-sent), ua (User-Agent), scheme (http, or https for a request over TLS), and on the changing web
-version (of a changing page served, see LogEntry.version).
+sent), ua (User-Agent), scheme (http, or https for a request over TLS), conn_request (its
+number on its connection), and on the changing web version (of a changing page served, see
+LogEntry.version).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class LogEntry:
     sent: float = 0.0
     #: "https" when the request came over TLS (an HTTPS host's port).
     scheme: str = "http"
+    #: The request's number on its connection: 1 for the first (a new TCP connection, and a
+    #: TLS handshake on HTTPS), 2 and up for keep-alive reuse; 0 when unknown.
+    conn_request: int = 0
     #: On the changing web (config.changes): the version of the changing page served (its
     #: number of changes since the web's epoch, sandbox/change_model.py). None, and absent
     #: from the line, for pages that never change and everything else.
@@ -46,6 +50,7 @@ _FIELDS = tuple(f for f in LogEntry.__dataclass_fields__ if f != "version")
 
 class RequestLog:
     def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._buffer: list[str] = []
         self._task: asyncio.Task[None] | None = None

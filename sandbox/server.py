@@ -8,6 +8,7 @@ import math
 import socket
 import ssl
 import time
+import weakref
 from email.utils import formatdate, parsedate_to_datetime
 
 from aiohttp import web
@@ -15,6 +16,7 @@ from aiohttp import web
 from .change_model import ChangeModel
 from .changing import CLOCK_HEADER, ChangingReplies
 from .latency import Answer, Failure, LatencyModel
+from .looplag import LoopLagMonitor, lag_path
 from .pages import small_html
 from .replies import Reply
 from .requestlog import LogEntry, RequestLog
@@ -82,6 +84,16 @@ class SandboxServer:
         self._https = site.layout.https_hosts
         self.changes = ChangingReplies(site.replies, ChangeModel(c, change_epoch, site.layout)
                                        ) if c.changes else None
+        #: transport -> requests served on it so far (LogEntry.conn_request)
+        self._conn_requests: weakref.WeakKeyDictionary[object, int] = \
+            weakref.WeakKeyDictionary()
+
+    def _conn_request(self, request: web.BaseRequest) -> int:
+        if request.transport is None:
+            return 0
+        n = self._conn_requests[request.transport] = \
+            self._conn_requests.get(request.transport, 0) + 1
+        return n
 
     def _misdirected(self, host: str, secure: bool) -> Reply | None:
         """A plain-HTTP host asked over TLS (the SNI of another host) answers 421. An HTTPS
@@ -128,8 +140,7 @@ class SandboxServer:
         target = request.raw_path
         sock = request.transport.get_extra_info("sockname") if request.transport else None
         status = nbytes = 0
-        sent = 0.0
-        version = None
+        sent, version = 0.0, None
         secure = request.transport is not None and \
             request.transport.get_extra_info("sslcontext") is not None
         try:
@@ -181,6 +192,7 @@ class SandboxServer:
                 path=target, method=request.method, status=status, bytes=nbytes,
                 ua=request.headers.get("User-Agent", ""), sent=sent or time.time(),
                 scheme="https" if secure else "http", version=version,
+                conn_request=self._conn_request(request),
             ))
 
 
@@ -202,10 +214,13 @@ async def serve(site: SandboxSite, log: RequestLog, socks: list[socket.socket],
     for s in tls_socks or ():
         await web.SockSite(runner, s, shutdown_timeout=0.5, ssl_context=tls).start()
     log.start()
+    lag = LoopLagMonitor(lag_path(log.path))
+    lag.start()
     if ready is not None:
         ready.set()
     try:
         await stop.wait()
     finally:
         await runner.cleanup()
+        lag.close()
         log.close()
