@@ -80,7 +80,8 @@ def read_lag(path: str | Path) -> dict[str, object] | None:
 
 def lag_between(before: dict | None, after: dict | None) -> dict[str, float] | None:
     """Loop lag over the window between two snapshots: mean and the 50th/90th/99th
-    percentiles (upper bucket bounds, in ms), and the share of samples over 100 ms."""
+    percentiles of the samples (upper bucket bounds, in ms), the share of samples over 100 ms,
+    and ``late_share``, the share of the window's time the loop spent late."""
     if not after:
         return None
     counts = [a - (before["counts"][i] if before else 0) for i, a in enumerate(after["counts"])]
@@ -99,5 +100,9 @@ def lag_between(before: dict | None, after: dict | None) -> dict[str, float] | N
         return tops[-1]
 
     over_100 = sum(c for top, c in zip(tops, counts, strict=True) if top > 100)
+    # the share of the window the loop ran late: a few long stalls hide in the percentiles
+    # (few samples are taken during a stall) but not here
+    late_share = total / (n * after["period_s"] + total)
     return {"samples": n, "mean_ms": round(1000 * total / n, 2), "p50_ms": pct(0.5),
-            "p90_ms": pct(0.9), "p99_ms": pct(0.99), "share_over_100ms": round(over_100 / n, 4)}
+            "p90_ms": pct(0.9), "p99_ms": pct(0.99), "share_over_100ms": round(over_100 / n, 4),
+            "late_share": round(late_share, 3)}
