@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -20,6 +21,13 @@ from .site import SandboxSite
 
 E_CHILD_DIED = "sandbox server exited with code {code} before listening; its stderr:\n{err}"
 E_TIMEOUT = "sandbox server did not report its port within {t:.0f} s; its stderr:\n{err}"
+
+
+def _set_autogroup_nice(pid: int, nice: int) -> None:
+    """Give the process's autogroup (its session, on kernels that group by session) the
+    niceness ``nice``; nothing where autogroups are off or absent."""
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
 class SandboxWeb:
@@ -109,8 +117,13 @@ class SandboxWeb:
         argv = self._argv()
         if self._nice:  # nice(1) execs the server: the pid stays the server's
             argv = ["nice", "-n", str(self._nice), *argv]
+        # A session of its own: with the kernel's autogroup scheduling, niceness only ranks
+        # the threads of one session, and sessions share the CPU equally, so the web (one
+        # thread) would get a crawler session's share whatever its niceness.
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._stderr,
-                                      env=env)
+                                      env=env, start_new_session=bool(self._nice))
+        if self._nice:
+            _set_autogroup_nice(self._proc.pid, self._nice)
         assert self._proc.stdout is not None
         deadline = time.monotonic() + self._start_timeout_s
         line = b""
