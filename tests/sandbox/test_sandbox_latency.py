@@ -4,6 +4,8 @@ keeps to it (delays, resets, hangs, trickled bodies, idle keep-alive connections
 from __future__ import annotations
 
 import http.client
+import os
+import signal
 import statistics
 import time
 from urllib.parse import urlsplit
@@ -12,6 +14,7 @@ import pytest
 
 from sandbox import SandboxConfig, SandboxWeb
 from sandbox.latency import Failure, LatencyModel
+from sandbox.looplag import lag_between, lag_path, read_lag
 from tests.webs import SandboxWebs
 
 WEB = SandboxConfig.internet(seed=3, hosts=12, pages_per_host=20, ips=4, hang_s=1.0,
@@ -105,3 +108,51 @@ def test_idle_keepalive_connections_are_closed(web: SandboxWeb) -> None:
     assert _get(web, url, conn)[0] == 200 and conn.sock is sock  # reused at once: kept alive
     time.sleep(WEB.keepalive_idle_s + 0.5)
     assert sock is not None and sock.recv(1) == b""  # idle too long: the server closed it
+    conn.close()
+    assert _get(web, url)[0] == 200  # on a new connection
+    time.sleep(0.3)  # the log flushes every 0.1 s
+    path = urlsplit(url).path
+    # the log numbers each request on its connection: 1 opened one, 2 reused it
+    assert [e.conn_request for e in web.read_log() if e.path == path][-3:] == [1, 2, 1]
+
+
+def test_loop_lag_is_measured_and_a_stalled_server_shows_it(web: SandboxWeb) -> None:
+    """The server writes how late its event loop runs; stopping the process for a second
+    (as a starved CPU would) shows as about a second of lag in that window."""
+    lag_file = lag_path(web.log_path)
+    time.sleep(1.2)
+    before = read_lag(lag_file)
+    assert before is not None and before["samples"] > 0
+    time.sleep(1.5)
+    calm = lag_between(before, read_lag(lag_file))
+    assert calm is not None and calm["samples"] * calm["mean_ms"] < 500, calm
+    before = read_lag(lag_file)
+    os.kill(web.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.0)
+    finally:
+        os.kill(web.pid, signal.SIGCONT)
+    resumed = time.time()
+    after = read_lag(lag_file)
+    deadline = time.monotonic() + 10
+    while (after is None or after["at"] < resumed + 0.1) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the monitor rewrites the file every second
+        after = read_lag(lag_file)
+    stalled = lag_between(before, after)
+    assert stalled is not None and stalled["samples"] * stalled["mean_ms"] >= 900, stalled
+    assert stalled["p99_ms"] >= 1000 and stalled["late_share"] > calm["late_share"]
+
+
+def test_lag_between_two_snapshots() -> None:
+    tops = [1, 10, 100, 1000]
+    before = {"period_s": 0.02, "buckets_ms": tops, "counts": [5, 0, 0, 0, 0],
+              "total_lag_s": 0.001}
+    after = {"period_s": 0.02, "buckets_ms": tops, "counts": [95, 0, 0, 10, 0],
+             "total_lag_s": 5.001}
+    lag = lag_between(before, after)
+    assert lag is not None
+    assert lag["samples"] == 100 and lag["mean_ms"] == 50.0
+    assert lag["p50_ms"] == 1 and lag["p90_ms"] == 1 and lag["p99_ms"] == 1000
+    assert lag["share_over_100ms"] == 0.1
+    assert lag["late_share"] == round(5.0 / (100 * 0.02 + 5.0), 3)
+    assert lag_between(after, after) is None and lag_between(None, None) is None
