@@ -8,6 +8,7 @@ import os
 import signal
 import statistics
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -156,3 +157,18 @@ def test_lag_between_two_snapshots() -> None:
     assert lag["share_over_100ms"] == 0.1
     assert lag["late_share"] == round(5.0 / (100 * 0.02 + 5.0), 3)
     assert lag_between(after, after) is None and lag_between(None, None) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/proc/self/autogroup"),
+                    reason="a negative niceness needs root; autogroups need their kernel option")
+def test_a_niced_web_runs_in_a_session_and_autogroup_of_its_own(
+        module_webs: SandboxWebs, web: SandboxWeb) -> None:
+    """With autogroup scheduling a niceness only ranks threads within a session: the bench's
+    web gets its weight by being a session of its own with that autogroup's niceness. The
+    un-niced web (negative control) shares the test's session and autogroup."""
+    niced = module_webs.fresh(WEB, nice=-5)
+    assert os.getsid(niced.pid) == niced.pid != os.getsid(0)
+    assert Path(f"/proc/{niced.pid}/autogroup").read_text().split()[-1] == "-5"
+    assert os.getsid(web.pid) == os.getsid(0)
+    assert Path(f"/proc/{web.pid}/autogroup").read_text() == \
+        Path("/proc/self/autogroup").read_text()
