@@ -38,7 +38,8 @@ POSITIVE = (
 )
 #: Settings that must be >= 0 (0 turns a delay or a limit off, or is a valid count).
 NON_NEGATIVE = (
-    "max_retries", "host_delay_s", "ip_delay_s", "adaptive_delay_factor", "max_delay_s",
+    "max_retries", "cpu_backlog", "host_delay_s", "ip_delay_s", "adaptive_delay_factor",
+    "max_delay_s",
     "retry_backoff_s", "robots_error_ttl_s", "ip_concurrency", "max_depth", "max_pages",
     "max_pages_per_host", "max_pages_per_domain", "max_url_length", "max_path_segments",
     "max_segment_repeats", "max_query_params", "max_query_variants_per_path",

@@ -12,7 +12,8 @@
 --   <prefix>s         HASH counters: seq (lease ids), queued, inflight
 --   <prefix>own       STRING owner "member|token" (read when fenced)
 -- ARGV: prefix, now, max_n, lease_ttl_s, owner ("member|token" or '' when not fenced), mode
---   mode 'l' (bfs): hosts are taken from the time heap r in due order, URLs FIFO from lists.
+--   mode 'l' (bfs): hosts are taken from the time heap r, the last come due first (warm
+--   connections) and one in eight from the oldest due; URLs FIFO from lists.
 --   mode 'z'/'a': due hosts move from r to the due heap pr, scored by their best URL; the best
 --   hosts are leased and each gives its best URL (ZSET url -> -priority, head in HASH qe).
 --   That is Mercator's split: priority picks among due hosts, never past a host's delay.
@@ -44,13 +45,22 @@ local function lease_one(host, entry, score)
   leased = leased + 1
 end
 
-if max_n > 0 and mode == 'l' then
-  local hosts = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, max_n)
+local function lease_fifo(hosts)
   for _, host in ipairs(hosts) do
     redis.call('ZREM', ready, host)
     local entry = redis.call('LPOP', prefix .. 'q:' .. host)
     if entry then lease_one(host, entry, 0) end
   end
+end
+
+if max_n > 0 and mode == 'l' then
+  -- Warm hosts first: most of the hosts are the ones that came due last, whose previous
+  -- fetch ended a delay ago and whose kept-alive connection is still open (servers close
+  -- idle ones after seconds; a new one costs a TCP and a TLS handshake on both sides).
+  -- The oldest due hosts get the rest, at least one in eight, so none waits forever.
+  local oldest_n = math.ceil(max_n / 8)
+  lease_fifo(redis.call('ZREVRANGEBYSCORE', ready, now, '-inf', 'LIMIT', 0, max_n - oldest_n))
+  lease_fifo(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, oldest_n))
 elseif max_n > 0 then
   local due = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 256)
   for _, host in ipairs(due) do

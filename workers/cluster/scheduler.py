@@ -26,6 +26,7 @@ from frontier.config import CrawlConfig
 from frontier.counters import Outcome
 from frontier.frontier import Completion, Frontier, Lease, ip_token
 from frontier.keys import host_name
+from workers.cluster.backlog import BacklogGate
 from workers.cluster.revisits import RevisitOwner
 from workers.dns.pool import Pending, ResolverPool, worker_resolver
 from workers.fetch.order import FetchOrder
@@ -84,6 +85,8 @@ class Scheduler:
         self._held_since = 0.0
         #: continuous crawling: revisit promotion and replanning (workers/cluster/revisits.py)
         self.revisits = RevisitOwner(self.frontier) if config.continuous else None
+        #: paces leasing to the engines' CPU backlog (cpu_backlog)
+        self.backlog = BacklogGate(client, self.frontier.keys.engines, config.cpu_backlog)
         self.dispatched = 0
         #: Tasks sent (``dispatched / tasks``: URLs a task carries on average).
         self.tasks = 0
@@ -115,6 +118,9 @@ class Scheduler:
                 self._requeued_at(p, t)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
+        room = self.backlog.room(now, len(parts) / self.frontier.partitions)
+        if room is not None:
+            budget = min(budget, room)
         size = self.config.task_batch
         if budget <= 0 or (budget < size and self._inflight >= size):
             # With leases still out, wait until a whole task's worth of room is free: tasks
@@ -143,6 +149,7 @@ class Scheduler:
                                         {p: owners[p] for p in more})
         if not leases:
             return StepResult(0, self._earliest(parts))
+        self.backlog.granted(len(leases), now)
         leases, ips = self._resolve(leases)
         fresh = self._gate(leases, ips, now) if leases else []
         self._inflight += len(leases)

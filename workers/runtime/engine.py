@@ -189,10 +189,12 @@ class FetchEngine:
     def _keep_loop(self) -> None:
         cfg = self.ctx.config
         every = max(0.2, cfg.lease_keep_s / 3)
-        published = 0.0
-        while not self._closing.wait(every):
-            self.renew()
-            self.abort_lapsed()
+        renewed = published = 0.0
+        while not self._closing.wait(min(every, PUBLISH_S)):
+            if time.monotonic() - renewed >= every:
+                renewed = time.monotonic()
+                self.renew()
+                self.abort_lapsed()
             if time.monotonic() - published >= PUBLISH_S:
                 published = time.monotonic()
                 self._publish()
@@ -264,7 +266,7 @@ class FetchEngine:
         return EngineFigures(worker=self.ctx.worker_id, capacity=self.capacity,
                              in_flight=in_flight, waiting=waiting,
                              completed=self.completed, cpu_load=self._cpu.load(),
-                             at=time.time())
+                             at=time.time(), backlog=self.runner.backlog())
 
     def _publish(self) -> None:
         publish_figures(self.ctx.client, self.ctx.frontier.keys.engines, self.figures())

@@ -15,10 +15,11 @@ import redis
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two publications of an engine's figures.
-PUBLISH_S = 2.0
+#: Seconds between two publications of an engine's figures (the scheduler's backlog gate
+#: reads them: workers/cluster/backlog.py).
+PUBLISH_S = 0.5
 #: Figures older than this are of a stopped worker.
-MAX_AGE_S = 3 * PUBLISH_S
+MAX_AGE_S = 6.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,8 @@ class EngineFigures:
     #: CPU seconds per second of this process since its previous figures (1.0: one core)
     cpu_load: float
     at: float
+    #: CPU work waiting for the engine's pipeline threads (a queue, not fetches in flight)
+    backlog: int = 0
 
 
 class CpuMeter:

@@ -57,6 +57,10 @@ class LoopRunner:
     def start(self, job: Job) -> None:
         self._work.put(functools.partial(self._plan, job))
 
+    def backlog(self) -> int:
+        """CPU work waiting for a pipeline thread (plans and finishes)."""
+        return self._work.qsize()
+
     def _pipeline(self) -> None:
         while True:
             work = self._work.get()

@@ -33,6 +33,10 @@ class ThreadRunner:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
+    def backlog(self) -> int:
+        """Jobs waiting for a fetcher thread."""
+        return self._work.qsize()
+
     def start(self, job: Job) -> None:
         self._spawn()
         self._work.put(job)
