@@ -231,10 +231,10 @@ class CrawlConfig:
     #: process keeps up to fetch_concurrency of them in flight; leases beyond what the
     #: engines hold wait in the broker queue (a few hundred bytes each).
     max_inflight: int = 8192
-    #: CPU work a worker's engine may have queued for its pipeline threads before the
-    #: schedulers lease more hosts (0: no such limit). Leased faster than the CPU plans and
-    #: parses, hosts wait in the worker and their kept-alive connections go cold; the due
-    #: ones stay in Redis, warmest first (docs/benchmarks.md, 2026-12-06 evening).
+    #: Leases per worker waiting ahead of the network (in the broker queue, or for the
+    #: worker's CPU) before the schedulers lease more hosts (0: no such limit). Leased faster
+    #: than the workers take them, hosts idle in queues and their kept-alive connections go
+    #: cold; left in Redis, the due ones are taken warmest first (workers/cluster/backlog.py).
     cpu_backlog: int = 200
     #: Due URLs (of distinct hosts) carried by one Celery task; each is fetched and completed
     #: on its own by the worker's fetch engine.

@@ -1,21 +1,22 @@
-"""Lease no faster than the workers' CPU takes the work: the schedulers' backlog gate.
+"""Lease no faster than the workers take the work: the schedulers' backlog gate.
 
 A lease makes its host wait for the worker that holds it. When the workers are CPU-bound,
-leases taken at the pace hosts come due pile up in the workers' queues: each host idles there
-for seconds, its kept-alive connection is closed by its server meanwhile, and the next fetch
-pays a new TCP and TLS handshake on both sides. Left in Redis instead, the due hosts are taken
-warmest first (frontier/lua/acquire.lua), so the workers fetch the hosts they just fetched.
+leases taken at the pace hosts come due pile up ahead of the network (in the broker queue and
+the engines' CPU queues): each host idles there for seconds, its server closes its kept-alive
+connection meanwhile, and the next fetch pays a new TCP and TLS handshake on both sides. Left
+in Redis instead, the due hosts are taken warmest first (frontier/lua/acquire.lua), so the
+workers fetch the hosts they just fetched, over the connections they kept.
 
-Each engine publishes how much CPU work waits for its pipeline threads (EngineFigures.backlog,
-every PUBLISH_S). A scheduler may lease its partitions' share of the engines' free room under
-``cpu_backlog`` each, less what it leased since those figures were taken (its leases reach
-the engines' queues after the figures it read).
+Each engine publishes the fetches it has on the network (EngineFigures.fetching, every
+PUBLISH_S). A scheduler's leases out, less its share of those fetches, are the leases waiting
+ahead of the network; it leases no more than keeps them under ``cpu_backlog`` per engine (its
+partitions' share of it). The fetches' count is up to PUBLISH_S old: when it grew since, the
+gate underestimates the room for a moment, and never lets the queue grow past the bound.
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from typing import Any
 
 import redis
@@ -33,16 +34,14 @@ class BacklogGate:
         self.key = key
         self.per_engine = per_engine
         self._read_at = -math.inf
-        #: free room over the live engines as last read, and when the oldest figure was taken
-        self._free: int | None = None
-        self._figures_at = 0.0
-        self._granted: deque[tuple[float, int]] = deque()
+        #: (engines publishing, their fetches on the network) as last read; None: none
+        self._engines: tuple[int, int] | None = None
 
-    def room(self, now: float, share: float) -> int | None:
-        """Leases this scheduler may still grant now: ``share`` (its partitions' fraction) of
-        the engines' free backlog room, less its leases since the figures. None when there is
-        no limit: the gate is off, or no engine publishes (none started yet, or a Redis
-        error; max_inflight still bounds the leases)."""
+    def room(self, now: float, share: float, leases_out: int) -> int | None:
+        """Leases this scheduler may still grant now, given its ``leases_out`` and ``share``
+        (its partitions' fraction of the crawl). None when there is no limit: the gate is
+        off, or no engine publishes (none started yet, or Redis out of reach; max_inflight
+        still bounds the leases)."""
         if self.per_engine <= 0:
             return None
         if now - self._read_at >= READ_EVERY_S:
@@ -51,16 +50,10 @@ class BacklogGate:
                 engines = read_engines(self.client, self.key, now)
             except (redis.RedisError, OSError):  # the gate only paces: step on without it
                 engines = []
-            self._free = sum(max(0, self.per_engine - e.backlog) for e in engines) \
+            self._engines = (len(engines), sum(e.fetching for e in engines)) \
                 if engines else None
-            self._figures_at = min((e.at for e in engines), default=now)
-        if self._free is None:
+        if self._engines is None:
             return None
-        while self._granted and self._granted[0][0] < self._figures_at:
-            self._granted.popleft()
-        since = sum(n for _, n in self._granted)
-        return max(0, round(self._free * share) - since)
-
-    def granted(self, n: int, now: float) -> None:
-        if n > 0 and self.per_engine > 0:
-            self._granted.append((now, n))
+        count, fetching = self._engines
+        waiting = leases_out - share * fetching
+        return max(0, round(share * count * self.per_engine - waiting))

@@ -118,7 +118,8 @@ class Scheduler:
                 self._requeued_at(p, t)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
-        room = self.backlog.room(now, len(parts) / self.frontier.partitions)
+        room = self.backlog.room(now, len(parts) / self.frontier.partitions,
+                                 self.inflight(now, parts))
         if room is not None:
             budget = min(budget, room)
         size = self.config.task_batch
@@ -149,7 +150,6 @@ class Scheduler:
                                         {p: owners[p] for p in more})
         if not leases:
             return StepResult(0, self._earliest(parts))
-        self.backlog.granted(len(leases), now)
         leases, ips = self._resolve(leases)
         fresh = self._gate(leases, ips, now) if leases else []
         self._inflight += len(leases)

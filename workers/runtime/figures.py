@@ -36,6 +36,8 @@ class EngineFigures:
     at: float
     #: CPU work waiting for the engine's pipeline threads (a queue, not fetches in flight)
     backlog: int = 0
+    #: fetches on the network now (in_flight counts URLs the engine holds in any stage)
+    fetching: int = 0
 
 
 class CpuMeter:

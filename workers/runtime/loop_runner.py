@@ -61,6 +61,10 @@ class LoopRunner:
         """CPU work waiting for a pipeline thread (plans and finishes)."""
         return self._work.qsize()
 
+    def fetching(self) -> int:
+        """Fetches on the event loop (waiting on the network)."""
+        return len(self._tasks)
+
     def _pipeline(self) -> None:
         while True:
             work = self._work.get()

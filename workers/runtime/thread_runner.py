@@ -37,6 +37,10 @@ class ThreadRunner:
         """Jobs waiting for a fetcher thread."""
         return self._work.qsize()
 
+    def fetching(self) -> int:
+        """Jobs on a thread (each thread does its job's whole pipeline, fetch included)."""
+        return max(0, self.engine.in_engine - self._work.qsize())
+
     def start(self, job: Job) -> None:
         self._spawn()
         self._work.put(job)
