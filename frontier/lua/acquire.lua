@@ -9,7 +9,7 @@
 --   <prefix>hb        HASH host -> lease id (set)
 --   <prefix>L         HASH lease id -> "host\tentry\tscore" (set)
 --   <prefix>D         ZSET lease id -> deadline (set)
---   <prefix>s         HASH counters: seq (lease ids), queued, inflight
+--   <prefix>s         HASH counters: seq (lease ids), queued, inflight, bfs_asked
 --   <prefix>own       STRING owner "member|token" (read when fenced)
 -- ARGV: prefix, now, max_n, lease_ttl_s, owner ("member|token" or '' when not fenced), mode
 --   mode 'l' (bfs): hosts are taken from the time heap r, the last come due first (warm
@@ -57,8 +57,10 @@ if max_n > 0 and mode == 'l' then
   -- Warm hosts first: most of the hosts are the ones that came due last, whose previous
   -- fetch ended a delay ago and whose kept-alive connection is still open (servers close
   -- idle ones after seconds; a new one costs a TCP and a TLS handshake on both sides).
-  -- The oldest due hosts get the rest, at least one in eight, so none waits forever.
-  local oldest_n = math.ceil(max_n / 8)
+  -- The oldest due hosts get one lease in eight, counted over calls (most calls ask for a
+  -- few hosts of a partition), so none waits forever.
+  local counted = redis.call('HINCRBY', st, 'bfs_asked', max_n)
+  local oldest_n = math.floor(counted / 8) - math.floor((counted - max_n) / 8)
   lease_fifo(redis.call('ZREVRANGEBYSCORE', ready, now, '-inf', 'LIMIT', 0, max_n - oldest_n))
   lease_fifo(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, oldest_n))
 elseif max_n > 0 then
