@@ -17,7 +17,7 @@ _HGETALL = load_script("hgetall")
 _HINCRBY = load_script("hincrby")
 
 #: Fields of a partition's counter hash that are bookkeeping, not counters.
-_INTERNAL = frozenset({"seq", "bloom_layer", "bloom_fill"})
+_INTERNAL = frozenset({"seq", "bloom_layer", "bloom_fill", "bfs_asked"})
 
 
 def encode_hincrby(counters: Mapping[str, int]) -> list[Any]:
