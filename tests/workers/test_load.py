@@ -63,5 +63,7 @@ def test_diagnosis_names_the_limit() -> None:
     assert _diagnose(500, 50, 1950, 2000, 0.5, 1950, 4096, 2)[0] is Limit.INFLIGHT_CAP
     assert _diagnose(500, 50, 100, 2000, 0.5, 4000, 4096, 2)[0] is Limit.INFLIGHT_CAP
     assert _diagnose(500, 50, 100, 2000, 0.5, 100, 4096, 2)[0] is Limit.DISPATCH
+    # the same, but the backlog gate holds leasing back for the CPU
+    assert _diagnose(500, 50, 100, 2000, 0.5, 500, 4096, 2, 400)[0] is Limit.CPU
     assert _diagnose(0, 0, 0, 2000, 0.0, 0, 4096, 2)[0] is Limit.IDLE
     assert _diagnose(5, 5, 0, 0, 0.0, 0, 4096, 0)[0] is Limit.NO_WORKERS

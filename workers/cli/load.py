@@ -67,14 +67,23 @@ def measure(frontier: Frontier, leases_out: int, now: float | None = None) -> Cr
     waiting = sum(e.waiting for e in engines)
     capacity = sum(e.capacity for e in engines)
     cpu = sum(e.cpu_load for e in engines) / len(engines) if engines else 0.0
+    # leases ahead of the network (broker queue, engines' CPU queues): at the backlog
+    # gate's bound, the schedulers hold due hosts back for the workers' CPU
+    queued = leases_out - sum(e.fetching for e in engines)
+    gated = bool(engines) and frontier.config.cpu_backlog > 0 and \
+        queued >= CAP_FILL * frontier.config.cpu_backlog * len(engines)
     limit, why = _diagnose(ready, waiting_hosts, in_flight + waiting, capacity, cpu,
-                           leases_out, frontier.config.max_inflight, len(engines))
+                           leases_out, frontier.config.max_inflight, len(engines),
+                           queued if gated else 0)
     return CrawlLoad(in_flight, waiting, capacity, len(engines), round(cpu, 2), leases_out,
                      frontier.config.max_inflight, ready, waiting_hosts, limit, why)
 
 
 def _diagnose(ready: int, waiting_hosts: int, held: int, capacity: int, cpu: float,
-              leases_out: int, max_inflight: int, engines: int) -> tuple[Limit, str]:
+              leases_out: int, max_inflight: int, engines: int, gated_leases: int = 0
+              ) -> tuple[Limit, str]:
+    """``gated_leases``: leases waiting ahead of the network when the backlog gate holds
+    the schedulers back (0 when it does not)."""
     if not engines:
         return Limit.NO_WORKERS, "no fetch engine reported in the last 6 s"
     if ready == 0 and waiting_hosts == 0 and leases_out == 0:
@@ -88,6 +97,9 @@ def _diagnose(ready: int, waiting_hosts: int, held: int, capacity: int, cpu: flo
     if cpu >= CPU_BOUND_LOAD:
         return Limit.CPU, (f"worker processes use {cpu:.0%} of a core each: add workers "
                            "(cores or machines)")
+    if gated_leases:
+        return Limit.CPU, (f"{gated_leases} leases wait for the workers' CPU (cpu_backlog), "
+                           "due hosts stay queued: add workers (cores or machines)")
     if ready > max(10, held // 5):
         return Limit.DISPATCH, (f"{ready} hosts due now wait for the scheduler or the broker")
     return Limit.POLITENESS, (f"{waiting_hosts} hosts wait on their delay, {ready} due now: "
