@@ -60,7 +60,7 @@ if max_n > 0 and mode == 'l' then
   -- The oldest due hosts get one lease in eight, counted over calls (most calls ask for a
   -- few hosts of a partition), so none waits forever.
   local counted = redis.call('HINCRBY', st, 'bfs_asked', max_n)
-  local oldest_n = math.floor(counted / 8) - math.floor((counted - max_n) / 8)
+  local oldest_n = math.floor(counted / 32) - math.floor((counted - max_n) / 32)
   lease_fifo(redis.call('ZREVRANGEBYSCORE', ready, now, '-inf', 'LIMIT', 0, max_n - oldest_n))
   lease_fifo(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, oldest_n))
 elseif max_n > 0 then
