@@ -204,7 +204,7 @@ FIXED: tuple[CounterSpec, ...] = (
                 "now disallowed)", _REVISIT),
     CounterSpec("seq", "the partition's last lease number", _LUA + "acquire.lua",
                 Shown.INTERNAL),
-    CounterSpec("bfs_asked", "hosts asked of the partition in bfs mode (one in eight goes "
+    CounterSpec("bfs_asked", "hosts asked of the partition in bfs mode (one in 32 goes "
                 "to the oldest due host)", _LUA + "acquire.lua", Shown.INTERNAL),
     CounterSpec("bloom_layer", "the partition's current Bloom layer", _LUA + "admit.lua",
                 Shown.INTERNAL),

@@ -13,7 +13,7 @@
 --   <prefix>own       STRING owner "member|token" (read when fenced)
 -- ARGV: prefix, now, max_n, lease_ttl_s, owner ("member|token" or '' when not fenced), mode
 --   mode 'l' (bfs): hosts are taken from the time heap r, the last come due first (warm
---   connections) and one in eight from the oldest due; URLs FIFO from lists.
+--   connections) and one in 32 from the oldest due; URLs FIFO from lists.
 --   mode 'z'/'a': due hosts move from r to the due heap pr, scored by their best URL; the best
 --   hosts are leased and each gives its best URL (ZSET url -> -priority, head in HASH qe).
 --   That is Mercator's split: priority picks among due hosts, never past a host's delay.
@@ -57,8 +57,9 @@ if max_n > 0 and mode == 'l' then
   -- Warm hosts first: most of the hosts are the ones that came due last, whose previous
   -- fetch ended a delay ago and whose kept-alive connection is still open (servers close
   -- idle ones after seconds; a new one costs a TCP and a TLS handshake on both sides).
-  -- The oldest due hosts get one lease in eight, counted over calls (most calls ask for a
-  -- few hosts of a partition), so none waits forever.
+  -- The oldest due hosts get one lease in 32, counted over calls (most calls ask for a few
+  -- hosts of a partition), so none waits forever (one in 8 cost 15% in pages/s: the
+  -- 2026-12-06 evening runs in docs/benchmarks.md).
   local counted = redis.call('HINCRBY', st, 'bfs_asked', max_n)
   local oldest_n = math.floor(counted / 32) - math.floor((counted - max_n) / 32)
   lease_fifo(redis.call('ZREVRANGEBYSCORE', ready, now, '-inf', 'LIMIT', 0, max_n - oldest_n))

@@ -182,29 +182,29 @@ def test_begin_of_a_batch_staggers_deadlines(redis_client: redis.Redis) -> None:
     check_invariants(f)
 
 
-def test_bfs_takes_the_last_come_due_first_and_one_in_eight_oldest(
+def test_bfs_takes_the_last_come_due_first_and_one_in_32_oldest(
         redis_client: redis.Redis) -> None:
     """Warm hosts first: of the hosts due, the ones whose delay ended last (their kept-alive
-    connection still open) go out first, and one lease in eight goes to the longest waiting,
-    so none starves while the crawl runs at capacity."""
+    connection still open) go out first, and one lease in 32 (counted over calls) goes to
+    the longest waiting, so none starves while the crawl runs at capacity."""
     f = make(redis_client, partitions=1)
-    f.admit(links(20, 3), now=0.0)
-    first, _ = f.acquire(100, now=0.0)
-    assert len(first) == 20
+    f.admit(links(40, 3), now=0.0)
+    first, _ = f.acquire(100, now=0.0)  # 100 asked so far
+    assert len(first) == 40
     f.complete([Completion(le, next_allowed=100.0 + int(le.host[1:-5]), outcome="fetched")
                 for le in first])
-    taken, _ = f.acquire(8, now=200.0)  # all 20 due
-    hosts = [int(le.host[1:-5]) for le in taken]
-    # seven of the newest (19 .. 13) and the oldest (0); FIFO would give 0 .. 7
-    assert sorted(hosts) == [0, 13, 14, 15, 16, 17, 18, 19]
+    taken, _ = f.acquire(28, now=200.0)  # all 40 due; 128 asked: the 4th of 32 falls here
+    hosts = sorted(int(le.host[1:-5]) for le in taken)
+    # 27 of the newest (39 .. 13) and the oldest (0); oldest-first would give 0 .. 27
+    assert hosts == [0, *range(13, 40)]
     f.complete([Completion(le, next_allowed=200.5, outcome="fetched") for le in taken])
-    # the rest come out oldest first at one in eight, even while the warm ones keep coming due
+    # 1 .. 12 waited longest; one of them goes out each 32 asked, oldest first, even while
+    # 28 warm hosts come due every step (last-come-first alone would never reach 1 .. 3)
     waited = []
     for step in range(1, 4):
         now = 200.0 + step
-        got, _ = f.acquire(8, now=now)
-        waited += [int(le.host[1:-5]) for le in got if int(le.host[1:-5]) in range(1, 13)]
+        got, _ = f.acquire(32, now=now)
+        waited += [int(le.host[1:-5]) for le in got]
         f.complete([Completion(le, next_allowed=now + 0.5, outcome="fetched") for le in got])
-    # pure last-come-first would take none of 1 .. 12: eight warm hosts are due every step
     assert {1, 2, 3} <= set(waited)
     check_invariants(f)
