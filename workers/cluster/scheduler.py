@@ -118,8 +118,9 @@ class Scheduler:
                 self._requeued_at(p, t)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
         budget = max(1, round(share)) - self.inflight(now, parts)
+        # leases waiting on a name lookup wait on the network, not on the CPU
         room = self.backlog.room(now, len(parts) / self.frontier.partitions,
-                                 self.inflight(now, parts))
+                                 self.inflight(now, parts) - self._dns_count)
         if room is not None:
             budget = min(budget, room)
         size = self.config.task_batch
