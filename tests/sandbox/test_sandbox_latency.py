@@ -141,7 +141,7 @@ def test_loop_lag_is_measured_and_a_stalled_server_shows_it(web: SandboxWeb) -> 
         after = read_lag(lag_file)
     stalled = lag_between(before, after)
     assert stalled is not None and stalled["samples"] * stalled["mean_ms"] >= 900, stalled
-    assert stalled["p99_ms"] >= 1000 and stalled["late_share"] > calm["late_share"]
+    assert stalled["late_share"] > calm["late_share"]
 
 
 def test_lag_between_two_snapshots() -> None:
