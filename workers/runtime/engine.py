@@ -266,8 +266,7 @@ class FetchEngine:
         return EngineFigures(worker=self.ctx.worker_id, capacity=self.capacity,
                              in_flight=in_flight, waiting=waiting,
                              completed=self.completed, cpu_load=self._cpu.load(),
-                             at=time.time(), backlog=self.runner.backlog(),
-                             fetching=self.runner.fetching())
+                             at=time.time(), fetching=self.runner.fetching())
 
     def _publish(self) -> None:
         publish_figures(self.ctx.client, self.ctx.frontier.keys.engines, self.figures())

@@ -34,8 +34,6 @@ class EngineFigures:
     #: CPU seconds per second of this process since its previous figures (1.0: one core)
     cpu_load: float
     at: float
-    #: CPU work waiting for the engine's pipeline threads (a queue, not fetches in flight)
-    backlog: int = 0
     #: fetches on the network now (in_flight counts URLs the engine holds in any stage)
     fetching: int = 0
 

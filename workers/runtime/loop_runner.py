@@ -57,10 +57,6 @@ class LoopRunner:
     def start(self, job: Job) -> None:
         self._work.put(functools.partial(self._plan, job))
 
-    def backlog(self) -> int:
-        """CPU work waiting for a pipeline thread (plans and finishes)."""
-        return self._work.qsize()
-
     def fetching(self) -> int:
         """Fetches on the event loop (waiting on the network)."""
         return len(self._tasks)

@@ -33,10 +33,6 @@ class ThreadRunner:
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
 
-    def backlog(self) -> int:
-        """Jobs waiting for a fetcher thread."""
-        return self._work.qsize()
-
     def fetching(self) -> int:
         """Jobs on a thread (each thread does its job's whole pipeline, fetch included)."""
         return max(0, self.engine.in_engine - self._work.qsize())
