@@ -12,6 +12,7 @@ file (``<request log>.lag.json``) with the counts, so a bench can read the lag o
 from __future__ import annotations
 
 import asyncio
+import bisect
 import json
 import time
 from pathlib import Path
@@ -37,9 +38,7 @@ class LoopLagMonitor:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def record(self, lag_s: float) -> None:
-        ms = lag_s * 1000
-        i = next((i for i, top in enumerate(BUCKETS_MS) if ms <= top), len(BUCKETS_MS))
-        self.counts[i] += 1
+        self.counts[bisect.bisect_left(BUCKETS_MS, lag_s * 1000)] += 1
         self.total_lag_s += lag_s
         self.samples += 1
 

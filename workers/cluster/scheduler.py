@@ -117,10 +117,11 @@ class Scheduler:
             for p, t in self.revisits.step(now, owners).items():
                 self._requeued_at(p, t)
         share = self.config.max_inflight * len(parts) / self.frontier.partitions
-        budget = max(1, round(share)) - self.inflight(now, parts)
+        leases_out = self.inflight(now, parts)
+        budget = max(1, round(share)) - leases_out
         # leases waiting on a name lookup wait on the network, not on the CPU
         room = self.backlog.room(now, len(parts) / self.frontier.partitions,
-                                 self.inflight(now, parts) - self._dns_count)
+                                 leases_out - self._dns_count)
         if room is not None:
             budget = min(budget, room)
         size = self.config.task_batch
