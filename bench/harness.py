@@ -158,6 +158,20 @@ def reachable_pages(cfg: SandboxConfig, port: int = 80) -> int:
     return sum(1 for k in site.expected_fetches(site.seeds(), "*").values() if k == "page")
 
 
+def repeats_after_an_answer(pages: list[LogEntry]) -> int:
+    """Fetches of a URL that had already been answered: duplicates. A fetch again after a
+    reset or a timeout (status 0, the web's ``fail_share``) is a retry and is not counted."""
+    answered: set[str] = set()
+    repeats = 0
+    for e in sorted(pages, key=lambda e: e.start):
+        key = f"{e.host}{e.path}"
+        if key in answered:
+            repeats += 1
+        if e.status != 0:
+            answered.add(key)
+    return repeats
+
+
 def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float,
             obeys_robots: bool, oracle: bool = True) -> dict[str, Any]:
     """``oracle`` False skips the walk of expected fetches (~50 s for 100,000 pages): coverage
@@ -207,6 +221,7 @@ def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float
         "distinct_200": len(ok200),
         "duplicate_fetches": len(pages) - len(counts),
         "urls_fetched_more_than_once": sum(1 for n in counts.values() if n > 1),
+        "duplicates_after_an_answer": repeats_after_an_answer(pages),
         "hosts": len(by_host),
         "expected_pages_for_token": len(expected_pages),
         "coverage_of_expected": round(len(set(counts) & expected_pages)
