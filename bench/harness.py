@@ -42,6 +42,8 @@ from sandbox import LogEntry, RobotsKind, SandboxConfig, SandboxSite, SandboxWeb
 from sandbox.looplag import lag_between, lag_path, read_lag  # noqa: E402
 
 sys.path.insert(0, str(BENCH))  # bench/internet.py, bench/profile_summary.py
+from logcounts import repeats_after_an_answer  # noqa: E402
+
 PEER_PY = BENCH / ".venv-peers" / "bin" / "python"
 TRAWL_PY = Path(sys.executable)
 
@@ -156,20 +158,6 @@ def reachable_pages(cfg: SandboxConfig, port: int = 80) -> int:
     """Pages a crawler obeying no robots.txt can reach from the seeds (the coverage base)."""
     site = SandboxSite(cfg, port)
     return sum(1 for k in site.expected_fetches(site.seeds(), "*").values() if k == "page")
-
-
-def repeats_after_an_answer(pages: list[LogEntry]) -> int:
-    """Fetches of a URL that had already been answered: duplicates. A fetch again after a
-    reset or a timeout (status 0, the web's ``fail_share``) is a retry and is not counted."""
-    answered: set[str] = set()
-    repeats = 0
-    for e in sorted(pages, key=lambda e: e.start):
-        key = f"{e.host}{e.path}"
-        if key in answered:
-            repeats += 1
-        if e.status != 0:
-            answered.add(key)
-    return repeats
 
 
 def analyze(entries: list[LogEntry], web: SandboxWeb, token: str, delay_s: float,

@@ -1,9 +1,9 @@
-"""The benchmark's duplicate count (bench/harness.py): a fetch again of a URL that was answered
+"""The benchmark's duplicate count (bench/logcounts.py): a fetch again of a URL that was answered
 is a duplicate; one after a reset or a timeout (status 0, the web's fail_share) is a retry."""
 
 from __future__ import annotations
 
-from bench.harness import repeats_after_an_answer
+from bench.logcounts import repeats_after_an_answer
 from sandbox.requestlog import LogEntry
 
 
