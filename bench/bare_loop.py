@@ -79,6 +79,9 @@ def worker(i: int, cfg: dict, inboxes: list, pending, lock, done_ev) -> None:
     hostq: dict[str, deque[str]] = {}
     ready: list[tuple[float, str]] = []  # heap of (next allowed, host) of idle hosts with URLs
     busy: set[str] = set()
+    #: when each host's last request ended: a host idle with no URL queued that is given one
+    #: is due a delay after it, not at once
+    last_end: dict[str, float] = {}
     cond = threading.Condition()
     deadline = time.monotonic() + cfg["timeout_s"]
 
@@ -96,7 +99,7 @@ def worker(i: int, cfg: dict, inboxes: list, pending, lock, done_ev) -> None:
                 if q is None:
                     q = hostq[host] = deque()
                 if not q and host not in busy:
-                    heapq.heappush(ready, (0.0, host))
+                    heapq.heappush(ready, (last_end.get(host, -delay) + delay, host))
                 q.append(url)
             cond.notify_all()
         return dup
@@ -197,8 +200,11 @@ def worker(i: int, cfg: dict, inboxes: list, pending, lock, done_ev) -> None:
             route(links)
             with cond:
                 busy.discard(host)
+                if requested:
+                    last_end[host] = time.monotonic()
                 if hostq[host]:  # (a URL robots.txt disallowed made no request: no delay)
-                    heapq.heappush(ready, (time.monotonic() + (delay if requested else 0), host))
+                    heapq.heappush(ready, (last_end.get(host, -delay) + delay if requested
+                                           else time.monotonic(), host))
                 cond.notify_all()
             uncount(counted)
 
