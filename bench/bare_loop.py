@@ -203,8 +203,7 @@ def worker(i: int, cfg: dict, inboxes: list, pending, lock, done_ev) -> None:
                 if requested:
                     last_end[host] = time.monotonic()
                 if hostq[host]:  # (a URL robots.txt disallowed made no request: no delay)
-                    heapq.heappush(ready, (last_end.get(host, -delay) + delay if requested
-                                           else time.monotonic(), host))
+                    heapq.heappush(ready, (time.monotonic() + (delay if requested else 0), host))
                 cond.notify_all()
             uncount(counted)
 
