@@ -44,6 +44,13 @@ def task_queue(namespace: str) -> str:
     return f"{namespace}.fetch"
 
 
+def member_task_queue(namespace: str, member_id: str) -> str:
+    """The Celery queue of one member's own fetch tasks (``fetch_affinity``): only that
+    member's worker consumes it. Its name starts with :func:`task_queue`'s, so whatever
+    clears a crawl's queues clears it too."""
+    return f"{task_queue(namespace)}.{member_id}"
+
+
 class Keys:
     """Key names of one crawl (``namespace``)."""
 

@@ -132,8 +132,11 @@ def test_api_shows_the_live_worker_with_its_queue(live: dict[str, Any]) -> None:
 
     workers = wait_for(worker_online, 40, "the worker in /api/workers", interval_s=0.3)
     (_name, info), = workers.items()
-    queues = [q["name"] for q in info.get("active_queues", [])]
-    assert queues == [f"{live['ns']}.fetch"]
+    queues = sorted(q["name"] for q in info.get("active_queues", []))
+    # the shared queue, and (fetch_affinity) the member's own, named after its member id
+    shared = f"{live['ns']}.fetch"
+    assert len(queues) == 2 and queues[0] == shared, queues
+    assert queues[1].startswith(f"{shared}.wflower-"), queues
     assert "trawl.fetch" in info.get("registered", [])
     assert info["stats"]["pool"]["max-concurrency"] == 4
 

@@ -4,6 +4,10 @@ dead worker's in-flight URLs back; before it, each came back a whole fetch budge
 
 Two crawls of one sandbox web with two real worker processes: one without a fault, one where a
 worker is SIGKILLed when 40% of the pages are fetched. Nothing may be lost in either.
+
+The fault-free crawl also shows ``fetch_affinity``: each host's fetches come from the worker
+that owns its partition (so they reuse that process's kept-alive connections), against a third
+crawl with it off, where any worker fetches any host.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import json
 import os
 import signal
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,10 +45,17 @@ def web(module_webs: SandboxWebs) -> SandboxWeb:
     return module_webs.shared(WEB)
 
 
+@dataclass
+class Run:
+    elapsed_s: float
+    stats: dict[str, int]
+    out: Path
+
+
 def _run(web: SandboxWeb, redis_url: str, tmp: Path, namespace: str,
-         kill_at: float | None) -> tuple[float, dict[str, int]]:
+         kill_at: float | None, **settings: object) -> Run:
     client = redis.Redis.from_url(redis_url)
-    config = drill_config(web, namespace, tmp / namespace, **SETTINGS)
+    config = drill_config(web, namespace, tmp / namespace, **{**SETTINGS, **settings})
     frontier = init_crawl(client, config, list(web.seeds))
     pool = WorkerPool(redis_url, namespace, 0, None, tmp / namespace / "logs")
     watcher = CrawlWatcher(frontier)
@@ -66,13 +79,21 @@ def _run(web: SandboxWeb, redis_url: str, tmp: Path, namespace: str,
         pool.stop()
         client.close()
     assert kill_at is None or killed
-    return elapsed, frontier.stats()
+    return Run(elapsed, frontier.stats(), tmp / namespace)
+
+
+@pytest.fixture(scope="module")
+def calm_run(web: SandboxWeb, redis_server: EmbeddedRedis,
+             tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The fault-free crawl, with the defaults (fetch_affinity on)."""
+    return _run(web, redis_server.url, tmp_path_factory.mktemp("calm"), "kr-calm", None)
 
 
 def test_sigkilled_worker_costs_at_most_partition_ttl_plus_a_fetch(
-        web: SandboxWeb, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
-    calm, calm_stats = _run(web, redis_server.url, tmp_path, "kr-calm", None)
-    hit, hit_stats = _run(web, redis_server.url, tmp_path, "kr-kill", 0.4)
+        web: SandboxWeb, redis_server: EmbeddedRedis, tmp_path: Path, calm_run: Run) -> None:
+    calm, calm_stats = calm_run.elapsed_s, calm_run.stats
+    kill_run = _run(web, redis_server.url, tmp_path, "kr-kill", 0.4)
+    hit, hit_stats = kill_run.elapsed_s, kill_run.stats
     for st in (calm_stats, hit_stats):  # nothing lost: every admitted URL ended
         assert st["queued"] == 0 and st["inflight"] == 0
         assert accounted(st) == st["admitted"]
@@ -81,3 +102,39 @@ def test_sigkilled_worker_costs_at_most_partition_ttl_plus_a_fetch(
     print(json.dumps({"no_fault_s": round(calm, 1), "with_kill_s": round(hit, 1),
                       "bound_s": round(bound, 1), "requeued": hit_stats.get("requeued", 0)}))
     assert hit <= bound + MARGIN_S, (calm, hit, bound)
+
+
+def _worker_switches(out: Path) -> Counter[str]:
+    """Per host, how often a fetch came from another worker process than the host's fetch
+    before it (each worker writes its own JSONL records file)."""
+    fetches = []
+    for path in (out / "records").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if record.get("fetched_at"):
+                fetches.append((record["fetched_at"], record["host"], path.stem))
+    fetches.sort()
+    switches: Counter[str] = Counter()
+    last: dict[str, str] = {}
+    for _, host, worker in fetches:
+        switches[host] += int(last.get(host, worker) != worker)
+        last[host] = worker
+    return switches
+
+
+def test_fetch_affinity_keeps_each_host_on_its_partition_owners_worker(
+        web: SandboxWeb, redis_server: EmbeddedRedis, tmp_path: Path, calm_run: Run) -> None:
+    """With fetch_affinity (the default) a host changes worker only when its partition
+    changes owner (the second worker joining takes half of them from the first); with it off
+    (the control), any worker takes any task, so a host's fetches alternate between the two."""
+    on = _worker_switches(calm_run.out)
+    off_run = _run(web, redis_server.url, tmp_path, "kr-shared", None, fetch_affinity=False)
+    off = _worker_switches(off_run.out)
+    hosts = len(on)
+    assert set(on) == set(off) and hosts >= 8
+    assert off_run.stats["fetched"] == calm_run.stats["fetched"]
+    print(json.dumps({"hosts": hosts, "fetched": calm_run.stats["fetched"],
+                      "worker_switches_affinity": sum(on.values()),
+                      "worker_switches_shared_queue": sum(off.values())}))
+    assert sum(on.values()) <= 2 * hosts, on
+    assert sum(off.values()) >= 4 * hosts, off

@@ -105,7 +105,8 @@ def _add_cluster_commands(sub: Any) -> None:
     worker.add_argument("--events", action="store_true")
     worker.add_argument("--loglevel", default="WARNING")
     worker.add_argument("--no-schedule", action="store_true",
-                        help="fetch only; own no partitions")
+                        help="fetch only; own no partitions (with fetch_affinity, such a "
+                        "worker gets the tasks of `trawl scheduler` members only)")
     add_metrics_arguments(worker)
 
     sched = sub.add_parser("scheduler", help="run the scheduler of a crawl (until it is done)")
@@ -280,25 +281,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
     import workers.app.tasks  # noqa: F401 - registers the tasks
     from workers.cluster.member import Member
 
-    member = None if args.no_schedule else Member(client, config, app, name=args.name)
+    member = (None if args.no_schedule
+              else Member(client, config, app, name=args.name, fetches_here=True))
     serve_metrics(args, "worker", member.id if member else args.name or "", args.namespace,
                   member)
 
-    @worker_ready.connect(weak=False)
-    def _join(**_kw: Any) -> None:
-        if member:
-            member.start()
-
-    @worker_shutdown.connect(weak=False)
-    def _leave(**_kw: Any) -> None:
-        if member:
-            member.stop()
+    if member:  # joins once Celery consumes; leaves once it has stopped consuming
+        worker_ready.connect(lambda **_kw: member.start(), weak=False)
+        worker_shutdown.connect(lambda **_kw: member.stop(), weak=False)
 
     # Celery's threads only hand tasks over to the fetch engine (workers/runtime/engine.py), which
     # runs the fetches; a few suffice, and each blocks while the engine is full.
     app.conf.trawl_fetch_concurrency = args.concurrency
+    queues = member.task_queues if member else [task_queue(args.namespace)]
     argv = ["worker", "-P", "threads", "-c", str(HANDOFF_THREADS), "-Q",
-            task_queue(args.namespace), "--without-gossip", "--without-mingle",
+            ",".join(queues), "--without-gossip", "--without-mingle",
             "-l", args.loglevel]
     if args.name:
         argv += ["-n", f"{args.name}@%h"]

@@ -33,7 +33,7 @@ import redis
 from celery import Celery
 
 from frontier.config import CrawlConfig
-from frontier.keys import Keys
+from frontier.keys import Keys, member_task_queue
 from frontier.ownership import assign
 from workers.cluster.scheduler import Scheduler
 
@@ -65,7 +65,7 @@ SCHEDULER_RETRY_S = 1.0
 
 class Member:
     def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery,
-                 name: str | None = None) -> None:
+                 name: str | None = None, fetches_here: bool = False) -> None:
         self.client = client
         self.config = config
         # Unique per process even with a fixed name: a worker restarted under the same name
@@ -75,6 +75,12 @@ class Member:
         self.id = (f"{name}-{incarnation}" if name
                    else f"{socket.gethostname()}-{os.getpid()}-{incarnation}")
         self.scheduler = Scheduler(client, config, app)
+        #: fetch_affinity, in a member that runs in a worker (``fetches_here``): the queue its
+        #: scheduler sends to, which only this process's worker consumes. None: the shared one.
+        self.direct_queue: str | None = None
+        if fetches_here and config.fetch_affinity:
+            self.direct_queue = member_task_queue(config.namespace, self.id)
+            self.scheduler.queue = self.direct_queue
         self.frontier = self.scheduler.frontier
         self.members_key = Keys(config.namespace).members
         self._owned: dict[int, str] = {}
@@ -94,6 +100,12 @@ class Member:
         self.rejoins = 0
         #: Partitions whose acquire Redis rejected with the fencing token (newer owner).
         self.fenced = 0
+
+    @property
+    def task_queues(self) -> list[str]:
+        """The queues this member's worker consumes: the shared one, and its own."""
+        shared = self.frontier.keys.task_queue
+        return [shared, self.direct_queue] if self.direct_queue else [shared]
 
     @property
     def owned(self) -> Mapping[int, str]:
@@ -246,6 +258,7 @@ class Member:
         with self._lock:
             owned, self._owned = self._owned, {}
             self._valid_until = 0.0
+        self.hand_back_tasks()
         try:
             released = self.frontier.release_partitions(owned)
             self.client.zrem(self.members_key, self.id)
@@ -254,3 +267,30 @@ class Member:
                         len(owned))
         except redis.RedisError as exc:
             log.warning("could not release partitions cleanly (they expire): %s", exc)
+
+    def hand_back_tasks(self) -> int:
+        """Move the tasks left in this member's own queue to the shared one, at its consuming
+        end, oldest first: their leases are current, so another worker fetches them now
+        instead of after ``lease_ttl_s``. Called once this worker consumes no more (Celery
+        sends ``worker_shutdown`` after its consumer stopped and gave back what it held).
+        A member killed without a stop leaves them: the partitions' next owners re-queue
+        those leases at once (orphans, lua/claim.lua), and the messages find them stale."""
+        if self.direct_queue is None:
+            return 0
+        shared = self.frontier.keys.task_queue
+        moved = 0
+        try:
+            with (self.scheduler.app.connection_for_write() as conn,
+                  conn.default_channel.conn_or_acquire() as broker):
+                # bounded: a queue no one feeds any more (our scheduler has stopped)
+                for _ in range(broker.llen(self.direct_queue)):
+                    if broker.lmove(self.direct_queue, shared, "LEFT", "RIGHT") is None:
+                        break
+                    moved += 1
+        except (redis.RedisError, kombu.exceptions.KombuError, OSError) as exc:
+            log.warning("member %s: could not hand its %d+ queued tasks to the shared queue "
+                        "(their leases expire after lease_ttl_s): %s", self.id, moved, exc)
+            return moved
+        if moved:
+            log.warning("member %s: handed %d queued tasks to the shared queue", self.id, moved)
+        return moved

@@ -1,0 +1,83 @@
+"""fetch_affinity: a member that runs in a worker sends its tasks to its own queue, and a
+leaving one hands what is left there to the shared queue (real Redis as Celery's broker).
+
+The end-to-end half (each host fetched by its partition owner's worker, against the shared
+queue as the control) is in tests/workers/test_kill_recovery.py, which has the two-worker crawl.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+import redis
+from celery import Celery
+
+from frontier.config import CrawlConfig
+from frontier.redisserver import EmbeddedRedis
+from workers.cluster.member import Member
+
+
+def _config(**kw: object) -> CrawlConfig:
+    return CrawlConfig(namespace="aff", partitions=4, allow_private_ips=True,  # type: ignore[arg-type]
+                       host_delay_s=0, **kw).validate()
+
+
+def _app(url: str) -> Celery:
+    app = Celery("affinity-test", set_as_current=False)
+    app.conf.update(broker_url=url, task_serializer="json", accept_content=["json"])
+    return app
+
+
+def _args(raw: bytes) -> object:
+    """The task arguments of a message as kombu's Redis transport stores it."""
+    body = json.loads(raw)["body"]
+    return json.loads(base64.b64decode(body))[0][0]
+
+
+def test_only_a_member_in_a_worker_gets_its_own_queue(redis_server: EmbeddedRedis,
+                                                     redis_client: redis.Redis) -> None:
+    app = _app(redis_server.url)
+    worker = Member(redis_client, _config(), app, name="w", fetches_here=True)
+    assert worker.direct_queue == f"aff.fetch.{worker.id}"
+    assert worker.task_queues == ["aff.fetch", worker.direct_queue]
+    assert worker.scheduler.queue == worker.direct_queue
+    # a scheduler-only member (`trawl scheduler`) fetches nothing: the shared queue
+    scheduler = Member(redis_client, _config(), app, name="s")
+    assert scheduler.direct_queue is None and scheduler.scheduler.queue == "aff.fetch"
+    # and the setting turns it off
+    shared = Member(redis_client, _config(fetch_affinity=False), app, name="w",
+                    fetches_here=True)
+    assert shared.direct_queue is None and shared.task_queues == ["aff.fetch"]
+
+
+def test_a_leaving_member_hands_its_queued_tasks_to_the_shared_queue(
+        redis_server: EmbeddedRedis, redis_client: redis.Redis) -> None:
+    app = _app(redis_server.url)
+    member = Member(redis_client, _config(), app, name="w", fetches_here=True)
+    assert member.direct_queue is not None
+    app.send_task("trawl.fetch", args=["already shared"], queue="aff.fetch")
+    for n in range(3):
+        app.send_task("trawl.fetch", args=[f"own {n}"], queue=member.direct_queue)
+    assert redis_client.llen(member.direct_queue) == 3
+    member.stop()  # never started: stop still hands the tasks over
+    assert redis_client.llen(member.direct_queue) == 0
+    # kombu consumes from the right: the handed-over tasks come first, oldest first
+    order = [_args(redis_client.rpop("aff.fetch")) for _ in range(4)]
+    assert order == ["own 0", "own 1", "own 2", "already shared"]
+    assert member.hand_back_tasks() == 0  # nothing left; a second stop moves nothing
+
+
+def test_without_a_broker_the_tasks_stay_and_stop_still_leaves(
+        redis_server: EmbeddedRedis, redis_client: redis.Redis,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The broker is away at the stop: the hand-over is given up with a warning (the leases
+    then expire after lease_ttl_s), and the member still releases its partitions."""
+    member = Member(redis_client, _config(), _app("redis://127.0.0.1:1/0"), name="w",
+                    fetches_here=True)
+    member.heartbeat()
+    assert len(member.owned) == 4
+    member.stop()
+    assert "could not hand its" in caplog.text
+    assert all(owner is None for owner in member.frontier.partition_owners())
