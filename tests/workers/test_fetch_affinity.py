@@ -79,5 +79,5 @@ def test_without_a_broker_the_tasks_stay_and_stop_still_leaves(
     member.heartbeat()
     assert len(member.owned) == 4
     member.stop()
-    assert "could not hand its" in caplog.text
+    assert "could not hand the tasks left in its queue" in caplog.text
     assert all(owner is None for owner in member.frontier.partition_owners())

@@ -288,8 +288,9 @@ class Member:
                         break
                     moved += 1
         except (redis.RedisError, kombu.exceptions.KombuError, OSError) as exc:
-            log.warning("member %s: could not hand its %d+ queued tasks to the shared queue "
-                        "(their leases expire after lease_ttl_s): %s", self.id, moved, exc)
+            log.warning("member %s: could not hand the tasks left in its queue to the shared "
+                        "queue (%d moved; the others' leases expire after lease_ttl_s): %s",
+                        self.id, moved, exc)
             return moved
         if moved:
             log.warning("member %s: handed %d queued tasks to the shared queue", self.id, moved)
