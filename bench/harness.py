@@ -390,7 +390,8 @@ class Bench:
         if not workers:
             print("  (profile: no worker process found)", flush=True)
             return
-        raw = self.work / "worker.pyspy.raw"
+        assert self.profile_path is not None
+        raw = self.work / f"{self.profile_path.stem}.pyspy.raw"
         cmd = [str(TRAWL_PY.parent / "py-spy"), "record", "-p", str(workers[0]), "-d",
                str(int(self.profile_s)), "-f", "raw", "-o", str(raw), "--nonblocking", "--gil", "-r", "100"]
         res = subprocess.run(cmd, capture_output=True, text=True)

@@ -318,6 +318,8 @@ def run_internet(a: argparse.Namespace) -> int:
                 ob = InternetBench(web_off, work, a.internet_delay, a.procs, a.threads,
                                    bench.scrapy_concurrency, cap)
                 ob.oracle = False
+                if a.profile:  # the same worker profile, for a per-page comparison
+                    ob.profile_path = BENCH / "profiles" / "trawl-worker-latency-off.txt"
                 for run in range(runs):
                     off_runs.append(ob.trawl(100 + run))
     if not a.keep:
