@@ -74,13 +74,11 @@ class Member:
         incarnation = uuid.uuid4().hex[:6]
         self.id = (f"{name}-{incarnation}" if name
                    else f"{socket.gethostname()}-{os.getpid()}-{incarnation}")
-        self.scheduler = Scheduler(client, config, app)
         #: fetch_affinity, in a member that runs in a worker (``fetches_here``): the queue its
         #: scheduler sends to, which only this process's worker consumes. None: the shared one.
-        self.direct_queue: str | None = None
-        if fetches_here and config.fetch_affinity:
-            self.direct_queue = member_task_queue(config.namespace, self.id)
-            self.scheduler.queue = self.direct_queue
+        self.direct_queue = (member_task_queue(config.namespace, self.id)
+                             if fetches_here and config.fetch_affinity else None)
+        self.scheduler = Scheduler(client, config, app, queue=self.direct_queue)
         self.frontier = self.scheduler.frontier
         self.members_key = Keys(config.namespace).members
         self._owned: dict[int, str] = {}

@@ -59,12 +59,14 @@ def _summary(batch: list[list[object]]) -> str:
 
 
 class Scheduler:
-    def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery) -> None:
+    def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery,
+                 queue: str | None = None) -> None:
         self.client = client
         self.config = config
         self.frontier = Frontier(client, config)
         self.app = app
-        self.queue = self.frontier.keys.task_queue
+        #: where tasks go: ``queue`` (a member's own, fetch_affinity), else the shared queue
+        self.queue = queue or self.frontier.keys.task_queue
         self.resolver = worker_resolver(config)
         self.dns = ResolverPool(self.resolver, config.dns_timeout_s)
         #: host name being looked up -> its leases: they go out when the lookup ends
