@@ -625,6 +625,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--pages-per-host", type=int, default=100)
     ap.add_argument("--only", default="scrapy,scrapy-redis,bare-loop,trawl")
     ap.add_argument("--profile", action="store_true", help="py-spy a Trawl worker (first run)")
+    ap.add_argument("--profile-s", type=float, default=20.0,
+                    help="seconds --profile samples (100 Hz; longer: finer per-page figures)")
     ap.add_argument("--results", default=str(BENCH / "results"))
     ap.add_argument("--monitor", action="store_true",
                     help="extra short runs of the Redis users under MONITOR: exact client vs "
@@ -688,6 +690,7 @@ def run_zero(a: argparse.Namespace, label: str = "") -> int:
                 ensure_py_spy()
             bench = Bench(web, work, a.delay, a.procs, a.threads, a.scrapy_concurrency, cap,
                           BENCH / "profiles" / "trawl-worker-bench.txt" if a.profile else None)
+            bench.profile_s = a.profile_s
             tune: dict[int, float] = {}
             if a.tune_scrapy:
                 for c in [int(x) for x in a.tune_scrapy.split(",")]:

@@ -278,6 +278,7 @@ def run_internet(a: argparse.Namespace) -> int:
             if a.profile:
                 ensure_py_spy()
                 bench.profile_path = BENCH / "profiles" / "trawl-worker-internet.txt"
+                bench.profile_s = a.profile_s
             # sweeps: their best run counts as round 1 (the same configuration, run once)
             if "scrapy" in only:
                 best, sr = _sweep(bench, sweep, lambda v: bench.scrapy(int(v)),
@@ -320,6 +321,7 @@ def run_internet(a: argparse.Namespace) -> int:
                 ob.oracle = False
                 if a.profile:  # the same worker profile, for a per-page comparison
                     ob.profile_path = BENCH / "profiles" / "trawl-worker-latency-off.txt"
+                    ob.profile_s = a.profile_s
                 for run in range(runs):
                     off_runs.append(ob.trawl(100 + run))
     if not a.keep:
