@@ -235,6 +235,7 @@ class CrawlConfig:
     #: worker's CPU) before the schedulers lease more hosts (0: no such limit). Leased faster
     #: than the workers take them, hosts idle in queues and their kept-alive connections go
     #: cold; left in Redis, the due ones are taken warmest first (workers/cluster/backlog.py).
+    #: With fetch_affinity a member counts its own worker's engine alone.
     cpu_backlog: int = 200
     #: A worker that schedules (a member) fetches its own partitions' hosts: its tasks go to
     #: its own queue, so a host's fetches come from one process and reuse its kept-alive

@@ -45,3 +45,24 @@ def test_off_and_stale_engines(redis_client: redis.Redis) -> None:
     assert BacklogGate(redis_client, KEY, per_engine=200).room(now, 1.0, 10_000) == 0
     # an engine that stopped publishing long ago no longer holds the crawl back
     assert BacklogGate(redis_client, KEY, per_engine=200).room(now + 60, 1.0, 10_000) is None
+
+
+def test_a_member_with_its_own_queue_is_gated_on_its_own_engine(
+        redis_client: redis.Redis) -> None:
+    """fetch_affinity: a member's tasks go to its own worker's engine only. Its gate counts
+    that engine's fetches under one cpu_backlog, whatever the other engines do."""
+    redis_client.delete(KEY)
+    now = time.time()
+    publish(redis_client, "small", fetching=20, at=now)  # a worker with few fetches going
+    publish(redis_client, "large", fetching=380, at=now)
+    own = BacklogGate(redis_client, KEY, per_engine=200, engine="small")
+    # 100 out to "small", 20 of them fetching: 80 wait there, room for 120 more
+    assert own.room(now, 0.5, leases_out=100) == 120
+    assert own.room(now, 0.5, leases_out=220) == 0  # 200 wait: the bound
+    # Control: gated on half of all engines, the member would send "small" another 220,
+    # to wait in its queue while "large" has the room.
+    shared = BacklogGate(redis_client, KEY, per_engine=200)
+    assert shared.room(now, 0.5, leases_out=100) == 300
+    # Its own engine not publishing (not started yet, or stopped): no limit, as with none.
+    assert BacklogGate(redis_client, KEY, per_engine=200, engine="other").room(
+        now, 0.5, leases_out=100) is None

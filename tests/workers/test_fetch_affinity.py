@@ -17,6 +17,7 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.redisserver import EmbeddedRedis
 from workers.cluster.member import Member
+from workers.runtime.figures import process_worker_id
 
 
 def _config(**kw: object) -> CrawlConfig:
@@ -43,13 +44,18 @@ def test_only_a_member_in_a_worker_gets_its_own_queue(redis_server: EmbeddedRedi
     assert worker.direct_queue == f"aff.fetch.{worker.id}"
     assert worker.task_queues == ["aff.fetch", worker.direct_queue]
     assert worker.scheduler.queue == worker.direct_queue
+    # its backlog gate counts only the engine of its own process (the id that engine's
+    # figures are published under), since no other engine takes its tasks
+    assert worker.scheduler.backlog.engine == process_worker_id()
     # a scheduler-only member (`trawl scheduler`) fetches nothing: the shared queue
     scheduler = Member(redis_client, _config(), app, name="s")
     assert scheduler.direct_queue is None and scheduler.scheduler.queue == "aff.fetch"
+    assert scheduler.scheduler.backlog.engine is None  # gated on every engine
     # and the setting turns it off
     shared = Member(redis_client, _config(fetch_affinity=False), app, name="w",
                     fetches_here=True)
     assert shared.direct_queue is None and shared.task_queues == ["aff.fetch"]
+    assert shared.scheduler.backlog.engine is None
 
 
 def test_a_leaving_member_hands_its_queued_tasks_to_the_shared_queue(

@@ -12,6 +12,11 @@ PUBLISH_S). A scheduler's leases out, less its share of those fetches, are the l
 ahead of the network; it leases no more than keeps them under ``cpu_backlog`` per engine (its
 partitions' share of it). The fetches' count is up to PUBLISH_S old: when it grew since, the
 gate underestimates the room for a moment, and never lets the queue grow past the bound.
+
+A member whose tasks all go to one engine (``fetch_affinity``: its own queue, consumed by its
+own worker) is gated on that engine alone: leases out less that engine's fetches, under one
+``cpu_backlog``. The share of all engines would let a member beside a small or slow engine
+send it the backlog a larger one could take, to wait in its queue.
 """
 
 from __future__ import annotations
@@ -29,10 +34,14 @@ READ_EVERY_S = 0.25
 
 
 class BacklogGate:
-    def __init__(self, client: Any, key: str, per_engine: int) -> None:
+    def __init__(self, client: Any, key: str, per_engine: int, engine: str | None = None
+                 ) -> None:
+        """``engine``: the worker id of the one engine this scheduler's tasks go to (None:
+        any engine may take them, as from the shared queue)."""
         self.client = client
         self.key = key
         self.per_engine = per_engine
+        self.engine = engine
         self._read_at = -math.inf
         #: (engines publishing, their fetches on the network) as last read; None: none
         self._engines: tuple[int, int] | None = None
@@ -46,14 +55,21 @@ class BacklogGate:
             return None
         if now - self._read_at >= READ_EVERY_S:
             self._read_at = now
-            try:
-                engines = read_engines(self.client, self.key, now)
-            except (redis.RedisError, OSError):  # the gate only paces: step on without it
-                engines = []
-            self._engines = (len(engines), sum(e.fetching for e in engines)) \
-                if engines else None
+            self._engines = self._read(now)
         if self._engines is None:
             return None
         count, fetching = self._engines
+        if self.engine is not None:  # every lease of ours goes to that one engine
+            share = 1.0
         waiting = leases_out - share * fetching
         return max(0, round(share * count * self.per_engine - waiting))
+
+    def _read(self, now: float) -> tuple[int, int] | None:
+        """(engines counted, their fetches on the network); None if none publishes."""
+        try:
+            engines = read_engines(self.client, self.key, now)
+        except (redis.RedisError, OSError):  # the gate only paces: step on without it
+            engines = []
+        if self.engine is not None:
+            engines = [e for e in engines if e.worker == self.engine]
+        return (len(engines), sum(e.fetching for e in engines)) if engines else None

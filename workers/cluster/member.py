@@ -36,6 +36,7 @@ from frontier.config import CrawlConfig
 from frontier.keys import Keys, member_task_queue
 from frontier.ownership import assign
 from workers.cluster.scheduler import Scheduler
+from workers.runtime.figures import process_worker_id
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,9 @@ class Member:
         #: scheduler sends to, which only this process's worker consumes. None: the shared one.
         self.direct_queue = (member_task_queue(config.namespace, self.id)
                              if fetches_here and config.fetch_affinity else None)
-        self.scheduler = Scheduler(client, config, app, queue=self.direct_queue)
+        # Its tasks all go to this process's engine: the backlog gate counts that one alone.
+        self.scheduler = Scheduler(client, config, app, queue=self.direct_queue,
+                                   engine=process_worker_id() if self.direct_queue else None)
         self.frontier = self.scheduler.frontier
         self.members_key = Keys(config.namespace).members
         self._owned: dict[int, str] = {}

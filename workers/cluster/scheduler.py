@@ -60,7 +60,9 @@ def _summary(batch: list[list[object]]) -> str:
 
 class Scheduler:
     def __init__(self, client: redis.Redis, config: CrawlConfig, app: Celery,
-                 queue: str | None = None) -> None:
+                 queue: str | None = None, engine: str | None = None) -> None:
+        """``queue`` and ``engine``: a member's own task queue and the worker id of the one
+        engine that consumes it (fetch_affinity); None: the shared queue, any engine."""
         self.client = client
         self.config = config
         self.frontier = Frontier(client, config)
@@ -88,7 +90,8 @@ class Scheduler:
         #: continuous crawling: revisit promotion and replanning (workers/cluster/revisits.py)
         self.revisits = RevisitOwner(self.frontier) if config.continuous else None
         #: paces leasing to the engines' CPU backlog (cpu_backlog)
-        self.backlog = BacklogGate(client, self.frontier.keys.engines, config.cpu_backlog)
+        self.backlog = BacklogGate(client, self.frontier.keys.engines, config.cpu_backlog,
+                                   engine=engine)
         self.dispatched = 0
         #: Tasks sent (``dispatched / tasks``: URLs a task carries on average).
         self.tasks = 0

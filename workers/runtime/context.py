@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import socket
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -36,6 +34,7 @@ from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
 from workers.pipeline.revisit_state import VisitStore
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
+from workers.runtime.figures import process_worker_id
 from workers.runtime.revisit_plans import PlanCache
 from workers.storage.jsonl import RecordWriter
 from workers.storage.warc import WarcWriter, crawl_warcinfo
@@ -100,7 +99,7 @@ class WorkerContext:
         self.fetcher = Fetcher(self.resolver, self.user_agent, **fetcher_settings(cfg))
         self.hosts = HostVerdicts(self.frontier, cfg.host_cache_local_ttl_s)
         out = Path(cfg.output_dir)
-        self.worker_id = f"{socket.gethostname()}-{os.getpid()}"
+        self.worker_id = process_worker_id()
         # The built-in pipelines' writers exist only when the config lists those pipelines.
         self.warc = (WarcWriter(out / "warc", prefix=f"trawl-{self.worker_id}",
                                 max_bytes=cfg.warc_max_bytes,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -20,6 +21,12 @@ log = logging.getLogger(__name__)
 PUBLISH_S = 0.5
 #: Figures older than this are of a stopped worker.
 MAX_AGE_S = 6.0
+
+
+def process_worker_id() -> str:
+    """This process's worker id: its engine's figures are published under it, and a member
+    in the same process finds its own engine by it."""
+    return f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass(frozen=True, slots=True)
