@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 
 import pytest
 import redis
@@ -87,3 +88,39 @@ def test_without_a_broker_the_tasks_stay_and_stop_still_leaves(
     member.stop()
     assert "could not hand the tasks left in its queue" in caplog.text
     assert all(owner is None for owner in member.frontier.partition_owners())
+
+
+def test_the_tasks_a_killed_member_left_in_its_queue_go_to_the_shared_queue(
+        redis_server: EmbeddedRedis, redis_client: redis.Redis) -> None:
+    """A member killed without a stop leaves tasks in its own queue, which no worker consumes
+    any more. The member whose heartbeat removes the dead one's expired entry moves them to
+    the shared queue (where a stale one is skipped, a current one fetched), so none stays in
+    the broker for the rest of the crawl. A live member's queue is left alone."""
+    config = CrawlConfig(namespace="aff-gone", partitions=4, allow_private_ips=True,
+                         host_delay_s=0).validate()
+    shared = "aff-gone.fetch"
+    app = _app(redis_server.url)
+    alive = Member(redis_client, config, app, name="alive", fetches_here=True)
+    dead = Member(redis_client, config, app, name="dead", fetches_here=True)
+    observer = Member(redis_client, config, app, name="observer", fetches_here=True)
+    for member in (alive, dead, observer):
+        member.heartbeat()
+    for n in range(3):
+        app.send_task("trawl.fetch", args=[f"left {n}"], queue=dead.direct_queue)
+    app.send_task("trawl.fetch", args=["alive's"], queue=alive.direct_queue)
+    observer.heartbeat()  # control: every entry current, nothing moves
+    time.sleep(0.3)
+    assert redis_client.llen(dead.direct_queue) == 3 and redis_client.llen(shared) == 0
+
+    # "dead" stops renewing: its entry expires, and the next heartbeat removes it
+    redis_client.zadd(observer.members_key, {dead.id: time.time() - 1})
+    observer.heartbeat()
+    deadline = time.monotonic() + 5
+    while redis_client.llen(dead.direct_queue) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert redis_client.llen(dead.direct_queue) == 0
+    assert [_args(redis_client.rpop(shared)) for _ in range(3)] == ["left 0", "left 1",
+                                                                   "left 2"]
+    assert redis_client.llen(alive.direct_queue) == 1
+    for member in (alive, observer):
+        member.stop()

@@ -102,6 +102,12 @@ def test_sigkilled_worker_costs_at_most_partition_ttl_plus_a_fetch(
     print(json.dumps({"no_fault_s": round(calm, 1), "with_kill_s": round(hit, 1),
                       "bound_s": round(bound, 1), "requeued": hit_stats.get("requeued", 0)}))
     assert hit <= bound + MARGIN_S, (calm, hit, bound)
+    # No task stays behind in a member's own queue: the survivor moved the killed member's
+    # to the shared queue when its entry expired, and its own went there when it stopped.
+    client = redis.Redis.from_url(redis_server.url)
+    left = {k: client.llen(k) for k in client.scan_iter("kr-kill.fetch.*", _type="list")}
+    client.close()
+    assert not any(left.values()), left
 
 
 def _worker_switches(out: Path) -> Counter[str]:

@@ -135,10 +135,11 @@ class Member:
             fenced = Counter(self._fenced_unreported)
         pipe = self.client.pipeline(transaction=False)
         pipe.zadd(self.members_key, {self.id: now + ttl})
+        pipe.zrangebyscore(self.members_key, "-inf", now)
         pipe.zremrangebyscore(self.members_key, "-inf", now)
         for p, n in fenced.items():
             pipe.hincrby(self.frontier.keys.stats(p), "fenced", n)
-        pipe.execute()
+        expired = [m.decode() for m in pipe.execute()[1]]
         with self._lock:
             self._fenced_unreported.subtract(fenced)
             self._fenced_unreported = +self._fenced_unreported  # drop the zeros
@@ -160,6 +161,27 @@ class Member:
             # was renewed after `started`, so Redis keeps it at least until started + ttl.
             self._owned = new
             self._valid_until = started + ttl * (1.0 - OWNERSHIP_MARGIN)
+        if expired and self.config.fetch_affinity:
+            # off the heartbeat thread: a broker that is slow to answer must not delay the
+            # renewal of our claims
+            threading.Thread(target=self._take_queues_of, args=(expired,), daemon=True,
+                             name="trawl-take-queues").start()
+
+    def _take_queues_of(self, members: list[str]) -> int:
+        return sum(self._take_queue_of(m) for m in members)
+
+    def _take_queue_of(self, member: str) -> int:
+        """A member whose entry expired (killed, or cut off) leaves the tasks in its own queue,
+        which no worker consumes any more: move them to the shared queue. Most find their
+        leases gone (its partitions' next owners re-queue the leases it had not seen begun:
+        lua/claim.lua, lua/reap.lua) and are skipped; one still current is fetched now. The
+        member that removed the entry does it (a second mover finds the queue empty)."""
+        moved = self._move_to_shared(member_task_queue(self.config.namespace, member),
+                                     f"the tasks left by member {member}")
+        if moved:
+            log.warning("member %s: moved %d tasks left by member %s (gone) to the shared "
+                        "queue", self.id, moved, member)
+        return moved
 
     def _drop_if_lapsed(self) -> dict[int, str]:
         """Forget every claim once it may have expired in Redis; returns what is still held.
@@ -274,25 +296,29 @@ class Member:
         end, oldest first: their leases are current, so another worker fetches them now
         instead of after ``lease_ttl_s``. Called once this worker consumes no more (Celery
         sends ``worker_shutdown`` after its consumer stopped and gave back what it held).
-        A member killed without a stop leaves them: the partitions' next owners re-queue
-        those leases at once (orphans, lua/claim.lua), and the messages find them stale."""
+        A member killed without a stop leaves them to the others (``_take_queue_of``)."""
         if self.direct_queue is None:
             return 0
+        moved = self._move_to_shared(self.direct_queue, "the tasks left in its queue")
+        if moved:
+            log.warning("member %s: handed %d queued tasks to the shared queue", self.id, moved)
+        return moved
+
+    def _move_to_shared(self, queue: str, what: str) -> int:
+        """Move ``queue``'s messages to the shared queue's consuming end, oldest first (as many
+        as it held at the start: no one feeds it any more). Returns how many moved; a broker
+        error is logged and ends the move (the rest wait for their leases to expire)."""
         shared = self.frontier.keys.task_queue
         moved = 0
         try:
             with (self.scheduler.app.connection_for_write() as conn,
                   conn.default_channel.conn_or_acquire() as broker):
-                # bounded: a queue no one feeds any more (our scheduler has stopped)
-                for _ in range(broker.llen(self.direct_queue)):
-                    if broker.lmove(self.direct_queue, shared, "LEFT", "RIGHT") is None:
+                for _ in range(broker.llen(queue)):
+                    if broker.lmove(queue, shared, "LEFT", "RIGHT") is None:
                         break
                     moved += 1
         except (redis.RedisError, kombu.exceptions.KombuError, OSError) as exc:
-            log.warning("member %s: could not hand the tasks left in its queue to the shared "
-                        "queue (%d moved; the others' leases expire after lease_ttl_s): %s",
-                        self.id, moved, exc)
-            return moved
-        if moved:
-            log.warning("member %s: handed %d queued tasks to the shared queue", self.id, moved)
+            log.warning("member %s: could not hand %s to the shared queue (%d moved; the "
+                        "others' leases expire after lease_ttl_s): %s", self.id, what, moved,
+                        exc)
         return moved
