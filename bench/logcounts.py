@@ -6,11 +6,12 @@ bench/freshness.py would shadow the ``freshness`` package, so tests must not imp
 
 from __future__ import annotations
 
+from frontier.config import CrawlConfig
 from sandbox.requestlog import LogEntry
 
 #: Statuses that say "try again later" (Trawl's default retry_http_statuses, as Scrapy's
 #: RETRY_HTTP_CODES and Heritrix's retry on 5xx): a fetch again after one is a retry.
-RETRY_LATER = frozenset({429, 500, 502, 503, 504})
+RETRY_LATER = frozenset(CrawlConfig().retry_http_statuses)
 
 
 def repeats_after_an_answer(pages: list[LogEntry]) -> int:

@@ -20,8 +20,6 @@ is counted as ``fenced`` in the partition's counters (``Frontier.stats()``).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 import uuid
@@ -74,7 +72,7 @@ class Member:
         # own, or that process's undispatched leases wait out lease_ttl_s (lua/claim.lua).
         incarnation = uuid.uuid4().hex[:6]
         self.id = (f"{name}-{incarnation}" if name
-                   else f"{socket.gethostname()}-{os.getpid()}-{incarnation}")
+                   else f"{process_worker_id()}-{incarnation}")
         #: fetch_affinity, in a member that runs in a worker (``fetches_here``): the queue its
         #: scheduler sends to, which only this process's worker consumes. None: the shared one.
         self.direct_queue = (member_task_queue(config.namespace, self.id)
