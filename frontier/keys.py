@@ -178,6 +178,12 @@ class Keys:
         return f"{self.ns}:members"
 
     @property
+    def gone_members(self) -> str:
+        """ZSET member id -> time until which the queue of a member found dead is swept
+        (``fetch_affinity``: workers/cluster/member.py)."""
+        return f"{self.ns}:gone_members"
+
+    @property
     def task_queue(self) -> str:
         """Celery queue carrying this crawl's fetch tasks."""
         return task_queue(self.ns)

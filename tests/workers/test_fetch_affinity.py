@@ -124,3 +124,62 @@ def test_the_tasks_a_killed_member_left_in_its_queue_go_to_the_shared_queue(
     assert redis_client.llen(alive.direct_queue) == 1
     for member in (alive, observer):
         member.stop()
+
+
+def _wait_empty(client: redis.Redis, queue: str) -> int:
+    deadline = time.monotonic() + 5
+    while client.llen(queue) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return client.llen(queue)
+
+
+def test_a_dead_members_queue_is_swept_until_the_broker_gave_back_its_unacked_tasks(
+        redis_server: EmbeddedRedis, redis_client: redis.Redis) -> None:
+    """The tasks a killed worker had prefetched (unacked, ``acks_late``) come back to its own
+    queue only after the broker's visibility timeout, long after its entry expired: the
+    queue is swept at every heartbeat until then, and left alone after (and never while a
+    member of that id is live)."""
+    config = CrawlConfig(namespace="aff-late", partitions=4, allow_private_ips=True,
+                         host_delay_s=0).validate()
+    shared = "aff-late.fetch"
+    app = _app(redis_server.url)
+    dead = Member(redis_client, config, app, name="dead", fetches_here=True)
+    observer = Member(redis_client, config, app, name="observer", fetches_here=True)
+    for member in (dead, observer):
+        member.heartbeat()
+    redis_client.zadd(observer.members_key, {dead.id: time.time() - 1})
+    before = time.time()
+    observer.heartbeat()  # finds it dead: notes it, its (empty) queue swept
+    deadline = time.monotonic() + 5
+    while not redis_client.zscore(observer.gone_key, dead.id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    keep_until = redis_client.zscore(observer.gone_key, dead.id)
+    # swept until the broker's visibility timeout (300 s at least) has passed
+    assert keep_until is not None and keep_until >= before + 300
+
+    # the broker restores an unacked task to the dead member's queue, minutes later
+    app.send_task("trawl.fetch", args=["restored"], queue=dead.direct_queue)
+    observer._sweeping.acquire()  # wait for the last sweep thread to end
+    observer._sweeping.release()
+    observer.heartbeat()
+    assert _wait_empty(redis_client, dead.direct_queue) == 0
+    assert _args(redis_client.rpop(shared)) == "restored"
+
+    # a member of that id live again (it rejoined after a cut): its queue is its own
+    dead.heartbeat()
+    app.send_task("trawl.fetch", args=["its own"], queue=dead.direct_queue)
+    observer.heartbeat()
+    time.sleep(0.3)
+    assert redis_client.llen(dead.direct_queue) == 1
+    redis_client.delete(dead.direct_queue)
+
+    # past the timeout the entry goes, and the queue is no longer read
+    redis_client.zrem(observer.members_key, dead.id)
+    redis_client.zadd(observer.gone_key, {dead.id: time.time() - 1})
+    observer.heartbeat()
+    assert redis_client.zscore(observer.gone_key, dead.id) is None
+    app.send_task("trawl.fetch", args=["too late"], queue=dead.direct_queue)
+    observer.heartbeat()
+    time.sleep(0.3)
+    assert redis_client.llen(dead.direct_queue) == 1
+    observer.stop()

@@ -13,6 +13,13 @@ from frontier.keys import task_queue
 app = Celery("trawl")
 
 
+def visibility_timeout_s(lease_ttl_s: float) -> int:
+    """How long the broker waits before it gives an unacked task (a dead worker's prefetched
+    one) back to its queue. A redelivery is harmless (the lease decides) but should not come
+    before the lease itself expires."""
+    return int(max(300, lease_ttl_s * 3))
+
+
 def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
               events: bool = False, broker_url: str | None = None) -> Celery:
     """``redis_url`` holds the crawl state; ``broker_url`` (default: the same) carries tasks."""
@@ -31,10 +38,8 @@ def configure(redis_url: str, namespace: str, lease_ttl_s: float = 300.0,
         task_send_sent_event=events,
         worker_hijack_root_logger=False,
         broker_connection_retry_on_startup=True,
-        # Redelivery of an unacked task after this long is harmless (the lease decides), but
-        # should not happen before the lease itself expires.
         broker_transport_options={
-            "visibility_timeout": int(max(300, lease_ttl_s * 3)),
+            "visibility_timeout": visibility_timeout_s(lease_ttl_s),
             # A cut link must fail a publish or an ack within seconds, not hang until the
             # link returns (seen in the network-partition drill): the member then stops
             # scheduling and the reaper brings the leases back. Above kombu's 1 s BRPOP.

@@ -33,6 +33,7 @@ from celery import Celery
 from frontier.config import CrawlConfig
 from frontier.keys import Keys, member_task_queue
 from frontier.ownership import assign
+from workers.app.celery_app import visibility_timeout_s
 from workers.cluster.scheduler import Scheduler
 from workers.runtime.figures import process_worker_id
 
@@ -82,6 +83,9 @@ class Member:
                                    engine=process_worker_id() if self.direct_queue else None)
         self.frontier = self.scheduler.frontier
         self.members_key = Keys(config.namespace).members
+        self.gone_key = Keys(config.namespace).gone_members
+        #: a sweep of dead members' queues is under way (one at a time: _sweep_gone)
+        self._sweeping = threading.Lock()
         self._owned: dict[int, str] = {}
         self._valid_until = 0.0  # time.monotonic() until which every claim in _owned holds
         self._lock = threading.Lock()
@@ -135,13 +139,18 @@ class Member:
         pipe.zadd(self.members_key, {self.id: now + ttl})
         pipe.zrangebyscore(self.members_key, "-inf", now)
         pipe.zremrangebyscore(self.members_key, "-inf", now)
+        pipe.zremrangebyscore(self.gone_key, "-inf", now)
+        pipe.zrange(self.gone_key, 0, -1)
         for p, n in fenced.items():
             pipe.hincrby(self.frontier.keys.stats(p), "fenced", n)
-        expired = [m.decode() for m in pipe.execute()[1]]
+        replies = pipe.execute()
+        expired = [m.decode() for m in replies[1]]
+        gone = [m.decode() for m in replies[4]]
         with self._lock:
             self._fenced_unreported.subtract(fenced)
             self._fenced_unreported = +self._fenced_unreported  # drop the zeros
-        target = set(assign(self.live_members(now), self.frontier.partitions).get(self.id, []))
+        live = self.live_members(now)
+        target = set(assign(live, self.frontier.partitions).get(self.id, []))
         owned = dict(self._owned)
         lost = {p: v for p, v in owned.items() if p not in target}
         if lost:
@@ -159,11 +168,28 @@ class Member:
             # was renewed after `started`, so Redis keeps it at least until started + ttl.
             self._owned = new
             self._valid_until = started + ttl * (1.0 - OWNERSHIP_MARGIN)
-        if expired and self.config.fetch_affinity:
+        dead = sorted(set(expired + gone) - set(live))
+        if dead and self.config.fetch_affinity and self._sweeping.acquire(blocking=False):
             # off the heartbeat thread: a broker that is slow to answer must not delay the
             # renewal of our claims
-            threading.Thread(target=self._take_queues_of, args=(expired,), daemon=True,
+            threading.Thread(target=self._sweep_gone, args=(expired, dead), daemon=True,
                              name="trawl-take-queues").start()
+
+    def _sweep_gone(self, expired: list[str], dead: list[str]) -> int:
+        """Note the members just found dead, then empty the queues of all dead ones. A dead
+        worker's unacked (prefetched) tasks come back to its queue only after the broker's
+        visibility timeout: its queue is swept at every heartbeat until then."""
+        try:
+            if expired:
+                keep_until = (time.time() + visibility_timeout_s(self.config.lease_ttl_s)
+                              + self.config.partition_ttl_s)
+                self.client.zadd(self.gone_key, dict.fromkeys(expired, keep_until))
+            return self._take_queues_of(dead)
+        except redis.RedisError as exc:
+            self._log_failure(exc, "could not note the members found dead")
+            return 0
+        finally:
+            self._sweeping.release()
 
     def _take_queues_of(self, members: list[str]) -> int:
         return sum(self._take_queue_of(m) for m in members)
