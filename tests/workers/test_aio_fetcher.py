@@ -313,3 +313,68 @@ def test_a_failed_request_is_not_sent_again(retry_on: bool) -> None:
         return
     assert len(seen) == 2, len(seen)
     assert second.error == "connection_reset" and second.status is None
+
+
+def _split_bad_chunk_server() -> socket.socket:
+    """Answers every request with a good chunk, then, in a later write, a bad chunk size."""
+    lsock = socket.create_server(("127.0.0.1", 0))
+
+    def answer(conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                data += got
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                         b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+            time.sleep(0.1)  # the client has read the head and the first chunk by now
+            conn.sendall(b"zz\r\nworld\r\n0\r\n\r\n")
+            time.sleep(6)  # and keeps the connection open, as a hostile server may
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lsock
+
+
+@pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "control-stock-aiohttp"])
+def test_a_bad_chunk_after_a_good_one_fails_the_fetch_at_once(
+        fixed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiohttp 3.14 puts a framing error read after the head on its protocol only: the body
+    read then waits for the total timeout. Ours fails the body too (invalid_response, the
+    good bytes kept); the control, with aiohttp's own protocol, shows the wait."""
+    from aiohttp.client_proto import ResponseHandler
+
+    from workers.fetch import aio
+
+    if not fixed:
+        monkeypatch.setattr(aio, "_BodyFailingHandler", ResponseHandler)
+    lsock = _split_bad_chunk_server()
+    port = lsock.getsockname()[1]
+
+    async def run() -> tuple[Any, float]:
+        f = _aio(total_timeout_s=3.0)
+        try:
+            t0 = time.monotonic()
+            res = await f.fetch(f"http://bar.sandbox.test:{port}/")
+            return res, time.monotonic() - t0
+        finally:
+            await f.close()
+
+    try:
+        res, took = asyncio.run(run())
+    finally:
+        lsock.close()
+    if fixed:
+        assert res.error == "invalid_response" and "chunk size" in res.error_detail
+        assert res.body == b"hello" and res.truncated and took < 2.0, took
+    else:
+        assert res.error == "timeout" and took >= 2.9, (res.error, took)

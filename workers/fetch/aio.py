@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import asyncio.sslproto
+import functools
 import os
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
+from aiohttp.helpers import _EXC_SENTINEL
 from yarl import URL
 
 from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
@@ -77,14 +80,31 @@ class FetchControl:
             loop.call_soon_threadsafe(task.cancel)
 
 
+class _BodyFailingHandler(ResponseHandler):
+    """aiohttp's protocol, with one fix: a framing error found in a read after the response
+    head (a bad chunk size after a good chunk) also fails the body being read. aiohttp 3.14
+    sets it only on the protocol, whose reader is long done, and stops the read timeout, so
+    the body read waited for ``total_timeout_s`` and the URL ended ``truncated`` after its
+    retries instead of ``invalid_response`` at once (tests/workers/test_aio_fetcher.py)."""
+
+    def set_exception(self, exc: BaseException, exc_cause: BaseException = _EXC_SENTINEL
+                      ) -> None:
+        body = self._payload
+        super().set_exception(exc, exc_cause)
+        if body is not None and not body.is_eof() and body.exception() is None:
+            body.set_exception(exc, exc_cause)
+
+
 class _BoundedConnector(aiohttp.TCPConnector):
     """A TCPConnector keeping idle connections for at most ``max_idle`` keys (least recently
     released closed first); the crawl sends one request per host at a time, so a key (IP,
-    port, TLS, host name) rarely holds more than one. Uses aiohttp's ``_conns`` (3.14)."""
+    port, TLS, host name) rarely holds more than one. Uses aiohttp's ``_conns`` and
+    ``_factory`` (3.14): its connections speak :class:`_BodyFailingHandler`."""
 
     def __init__(self, max_idle: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._max_idle = max_idle
+        self._factory = functools.partial(_BodyFailingHandler, loop=self._loop)
 
     def _release(self, key: Any, protocol: Any, *, should_close: bool = False) -> None:
         super()._release(key, protocol, should_close=should_close)
