@@ -274,16 +274,21 @@ def _dropping_server() -> tuple[socket.socket, list[int]]:
                     return
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 
+    _serve_each(lsock, serve_conn)
+    return lsock, seen
+
+
+def _serve_each(lsock: socket.socket, answer: Any) -> None:
+    """Accept on ``lsock`` until it closes; ``answer(conn)`` each connection on a thread."""
     def serve() -> None:
         while True:
             try:
                 conn, _ = lsock.accept()
             except OSError:
                 return
-            threading.Thread(target=serve_conn, args=(conn,), daemon=True).start()
+            threading.Thread(target=answer, args=(conn,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
-    return lsock, seen
 
 
 @pytest.mark.parametrize("retry_on", [False, True], ids=["ours", "aiohttp-default"])
@@ -333,15 +338,7 @@ def _split_bad_chunk_server() -> socket.socket:
             conn.sendall(b"zz\r\nworld\r\n0\r\n\r\n")
             time.sleep(6)  # and keeps the connection open, as a hostile server may
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = lsock.accept()
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
+    _serve_each(lsock, answer)
     return lsock
 
 
