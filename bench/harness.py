@@ -612,7 +612,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
 #: within the cap. With 100 pages a host (the web until 2026-12-07) Trawl fetched 99% of it
 #: in 39 s of a 60 s cap; the rest of the window went on the one host that answers after
 #: 0.5 s, fetched politely one page at a time (1-2 requests/s), so its pages/s measured the
-#: size of the web, not the crawler (docs/benchmarks.md, "Zero-latency web at 2b2ae8a").
+#: size of the web, not the crawler (docs/benchmarks.md, "Zero-latency web with the fetch
+#: engine, and a web sized to the cap").
 ZERO_WEB_RATE = 1000
 ZERO_WEB_MIN_PAGES = 100
 
