@@ -125,6 +125,17 @@ def test_decompression_bomb_memory_bounded(srv: Server) -> None:
     assert peak < 8 * 1024 * 1024, peak
 
 
+def _read_head(conn: socket.socket) -> bytes:
+    """What ``conn`` sends up to its first blank line (less if it closes before)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def _raw_server() -> tuple[socket.socket, list[bytes]]:
     """A server recording each request's bytes up to the blank line; answers 200, empty."""
     lsock = socket.create_server(("127.0.0.1", 0))
@@ -137,13 +148,7 @@ def _raw_server() -> tuple[socket.socket, list[bytes]]:
             except OSError:
                 return
             with conn:
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    chunk = conn.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-                seen.append(data)
+                seen.append(_read_head(conn))
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 
     threading.Thread(target=serve, daemon=True).start()
@@ -326,12 +331,8 @@ def _split_bad_chunk_server() -> socket.socket:
 
     def answer(conn: socket.socket) -> None:
         with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                got = conn.recv(65536)
-                if not got:
-                    return
-                data += got
+            if b"\r\n\r\n" not in _read_head(conn):
+                return
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
                          b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
             time.sleep(0.1)  # the client has read the head and the first chunk by now
