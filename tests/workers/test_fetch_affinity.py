@@ -90,6 +90,14 @@ def test_without_a_broker_the_tasks_stay_and_stop_still_leaves(
     assert all(owner is None for owner in member.frontier.partition_owners())
 
 
+def _beat(member: Member) -> None:
+    """One heartbeat, and the sweep it may have started ended: a sweep still running when
+    the test puts a task in a queue would take that task too."""
+    member.heartbeat()
+    with member._sweeping:
+        pass
+
+
 def test_the_tasks_a_killed_member_left_in_its_queue_go_to_the_shared_queue(
         redis_server: EmbeddedRedis, redis_client: redis.Redis) -> None:
     """A member killed without a stop leaves tasks in its own queue, which no worker consumes
@@ -108,29 +116,18 @@ def test_the_tasks_a_killed_member_left_in_its_queue_go_to_the_shared_queue(
     for n in range(3):
         app.send_task("trawl.fetch", args=[f"left {n}"], queue=dead.direct_queue)
     app.send_task("trawl.fetch", args=["alive's"], queue=alive.direct_queue)
-    observer.heartbeat()  # control: every entry current, nothing moves
-    time.sleep(0.3)
+    _beat(observer)  # control: every entry current, nothing moves
     assert redis_client.llen(dead.direct_queue) == 3 and redis_client.llen(shared) == 0
 
     # "dead" stops renewing: its entry expires, and the next heartbeat removes it
     redis_client.zadd(observer.members_key, {dead.id: time.time() - 1})
-    observer.heartbeat()
-    deadline = time.monotonic() + 5
-    while redis_client.llen(dead.direct_queue) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _beat(observer)
     assert redis_client.llen(dead.direct_queue) == 0
     assert [_args(redis_client.rpop(shared)) for _ in range(3)] == ["left 0", "left 1",
                                                                    "left 2"]
     assert redis_client.llen(alive.direct_queue) == 1
     for member in (alive, observer):
         member.stop()
-
-
-def _wait_empty(client: redis.Redis, queue: str) -> int:
-    deadline = time.monotonic() + 5
-    while client.llen(queue) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return client.llen(queue)
 
 
 def test_a_dead_members_queue_is_swept_until_the_broker_gave_back_its_unacked_tasks(
@@ -149,37 +146,30 @@ def test_a_dead_members_queue_is_swept_until_the_broker_gave_back_its_unacked_ta
         member.heartbeat()
     redis_client.zadd(observer.members_key, {dead.id: time.time() - 1})
     before = time.time()
-    observer.heartbeat()  # finds it dead: notes it, its (empty) queue swept
-    deadline = time.monotonic() + 5
-    while not redis_client.zscore(observer.gone_key, dead.id) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    _beat(observer)  # finds it dead: notes it, its (empty) queue swept
     keep_until = redis_client.zscore(observer.gone_key, dead.id)
     # swept until the broker's visibility timeout (300 s at least) has passed
     assert keep_until is not None and keep_until >= before + 300
 
     # the broker restores an unacked task to the dead member's queue, minutes later
     app.send_task("trawl.fetch", args=["restored"], queue=dead.direct_queue)
-    observer._sweeping.acquire()  # wait for the last sweep thread to end
-    observer._sweeping.release()
-    observer.heartbeat()
-    assert _wait_empty(redis_client, dead.direct_queue) == 0
+    _beat(observer)
+    assert redis_client.llen(dead.direct_queue) == 0
     assert _args(redis_client.rpop(shared)) == "restored"
 
     # a member of that id live again (it rejoined after a cut): its queue is its own
     dead.heartbeat()
     app.send_task("trawl.fetch", args=["its own"], queue=dead.direct_queue)
-    observer.heartbeat()
-    time.sleep(0.3)
+    _beat(observer)
     assert redis_client.llen(dead.direct_queue) == 1
     redis_client.delete(dead.direct_queue)
 
     # past the timeout the entry goes, and the queue is no longer read
     redis_client.zrem(observer.members_key, dead.id)
     redis_client.zadd(observer.gone_key, {dead.id: time.time() - 1})
-    observer.heartbeat()
+    _beat(observer)
     assert redis_client.zscore(observer.gone_key, dead.id) is None
     app.send_task("trawl.fetch", args=["too late"], queue=dead.direct_queue)
-    observer.heartbeat()
-    time.sleep(0.3)
+    _beat(observer)
     assert redis_client.llen(dead.direct_queue) == 1
     observer.stop()
