@@ -143,7 +143,9 @@ class CutBodyHandler(BaseHTTPRequestHandler):
     - ``/reset``: ``n`` bytes, then a reset (RST);
     - ``/trickle``: ``n`` bytes, then one byte a second until the client gives up;
     - ``/whole``: the whole page (the negative control); ``/big``: three times the page,
-      whole (for a byte cap below it); anything else: 404.
+      whole (for a byte cap below it);
+    - ``/badchunk``: chunked, the chunk ``hello``, then (0.1 s later) a bad chunk size;
+      anything else: 404.
     """
 
     protocol_version = "HTTP/1.1"
@@ -157,6 +159,9 @@ class CutBodyHandler(BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         self.server.record(Request((self.headers.get("Host") or "").split(":")[0], self.path))
         n = int(query[2:]) if query.startswith("n=") else 18
+        if path == "/badchunk":
+            self._bad_chunk()
+            return
         if path not in ("/short", "/reset", "/trickle", "/whole", "/big"):
             self.send_error(404)
             return
@@ -183,3 +188,18 @@ class CutBodyHandler(BaseHTTPRequestHandler):
                     self.wfile.flush()
         except OSError:
             pass  # the client hung up (its time cap)
+
+    def _bad_chunk(self) -> None:
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            self.wfile.write(b"5\r\nhello\r\n")
+            self.wfile.flush()
+            time.sleep(0.1)  # the error comes in a later read than the head
+            self.wfile.write(b"zz\r\nmore\r\n")
+            self.wfile.flush()
+        except OSError:
+            pass

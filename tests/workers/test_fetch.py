@@ -464,6 +464,23 @@ def test_cut_bodies_are_marked_with_their_reason(hostile: LoopbackServer, make: 
     f.close()
 
 
+def test_a_bad_chunk_size_is_an_invalid_response_in_both_engines(hostile: LoopbackServer,
+                                                                  make: Make) -> None:
+    """Chunked framing broken after a good chunk: the server sent bytes that are no HTTP,
+    not a network cut. Both engines say ``invalid_response`` (not worth a quick retry), keep
+    the good bytes and mark the body cut. http.client reports it as an incomplete read
+    whose cause is the failed chunk-size parse; aiohttp as a bad chunk size."""
+    f = make(read_timeout_s=2.0, total_timeout_s=3.0)
+    t0 = time.monotonic()
+    r = f.fetch(f"http://bar.sandbox.test:{hostile.port}/badchunk")
+    assert time.monotonic() - t0 < 2.0
+    assert (r.status, r.error, r.truncated, r.truncation) == (
+        200, "invalid_response", True, "unspecified"), r.error_detail
+    assert "chunk size" in (r.error_detail or "") and r.body == b"hello"
+    assert not r.network_cut
+    f.close()
+
+
 def test_a_robots_txt_cut_short_is_unreachable_not_parsed(hostile: LoopbackServer,
                                                            make: Make) -> None:
     """A robots.txt whose body the network cut may have lost its Disallow lines: the policy

@@ -32,6 +32,28 @@ def exception_chain(exc: BaseException,
     return seen
 
 
+def bad_chunk_size(exc: BaseException) -> ValueError | None:
+    """http.client's error for a chunk size that is no hex number: an ``IncompleteRead``
+    raised while handling the ``ValueError`` of the parse (urllib3 wraps it again). That is
+    bytes that are no HTTP, as aiohttp reports it, not a cut connection."""
+    chain = exception_chain(exc)
+    if not any(isinstance(e, http.client.IncompleteRead) for e in chain):
+        return None
+    # The connection ending where a chunk size was due fails the same parse, on an empty
+    # line: that one is a cut (``disconnect``). http.client tells the two apart only in the
+    # ValueError's text, int()'s repr of the line.
+    return next((e for e in chain
+                 if type(e) is ValueError and not str(e).endswith(": b''")), None)
+
+
+def describe(exc: BaseException) -> str:
+    """The ``error_detail`` of a failed fetch's exception (at most 500 characters)."""
+    bad = bad_chunk_size(exc)
+    text = (f"invalid chunk size ({bad})" if bad is not None
+            else f"{type(exc).__name__}: {exc}")
+    return text[:500]
+
+
 def _classify(exc: BaseException) -> str:
     chain = exception_chain(exc)
 
@@ -54,7 +76,8 @@ def _classify(exc: BaseException) -> str:
         urllib3.exceptions.NewConnectionError
     ):
         return "connect_error"
-    if has(urllib3.exceptions.InvalidChunkLength, urllib3.exceptions.HeaderParsingError):
+    if has(urllib3.exceptions.InvalidChunkLength, urllib3.exceptions.HeaderParsingError) or (
+            bad_chunk_size(exc) is not None):
         return "invalid_response"
     if has(
         http.client.RemoteDisconnected,

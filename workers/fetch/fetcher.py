@@ -13,7 +13,7 @@ from urllib3.util.timeout import Timeout
 from frontier.config import DEFAULT_CONTENT_TYPES, CrawlConfig
 from workers.dns.resolver import Resolver
 
-from .classify import _classify
+from .classify import _classify, describe
 from .deadline import _WATCHDOG, _current, _Deadline
 from .pinned import _PinnedPoolManager
 from .request import BodyAction, RobotsHops, _FetchBase
@@ -160,7 +160,7 @@ class Fetcher(_FetchBase):
         except Exception as e:
             res.error, res.error_detail = (
                 self._fired(deadline) if deadline.fired
-                else (_classify(e), f"{type(e).__name__}: {e}"[:500]))
+                else (_classify(e), describe(e)))
             if res.status is not None:  # the body (or the headers) stopped half-way
                 res.cut(truncation_of(res.error))
         finally:
