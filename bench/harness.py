@@ -427,7 +427,9 @@ class Bench:
             "user_agent": ("ScrapyBench/1.0" if mode == "scrapy" else "ScrapyRedisBench/1.0")
             + " (+https://example.org/bench)",
             "redis_url": redis_url, "redis_key": "bench:start_urls", "seed_redis": i == 0,
-            "idle_close_s": 5, "timeout_s": int(self.cap_s),
+            # a scrapy-redis process idle this long ends: long enough that one starved in the
+            # first seconds (3 seeds, all taken by the other) stays; a run is capped anyway
+            "idle_close_s": 30, "timeout_s": int(self.cap_s),
             "stats_path": str(self.work / f"{mode}-{i}.stats.json"),
         }
 
