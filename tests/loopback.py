@@ -144,8 +144,8 @@ class CutBodyHandler(BaseHTTPRequestHandler):
     - ``/trickle``: ``n`` bytes, then one byte a second until the client gives up;
     - ``/whole``: the whole page (the negative control); ``/big``: three times the page,
       whole (for a byte cap below it);
-    - ``/badchunk``: chunked, the chunk ``hello``, then (0.1 s later) a bad chunk size;
-      anything else: 404.
+    - ``/badchunk``: chunked, the chunk ``hello``, then (0.1 s later) a bad chunk size, and
+      the connection kept open 6 s more, as a hostile server may; anything else: 404.
     """
 
     protocol_version = "HTTP/1.1"
@@ -201,5 +201,6 @@ class CutBodyHandler(BaseHTTPRequestHandler):
             time.sleep(0.1)  # the error comes in a later read than the head
             self.wfile.write(b"zz\r\nmore\r\n")
             self.wfile.flush()
+            time.sleep(6)  # a client that missed the error waits for its own time cap
         except OSError:
             pass

@@ -19,7 +19,7 @@ import pytest
 from yarl import URL
 
 from frontier.useragent import user_agent
-from tests.loopback import LoopbackServer, Reply, Request, serving
+from tests.loopback import CutBodyHandler, LoopbackServer, Reply, Request, serving
 from tests.workers.test_fetch import STATIC, Server, gzip_bomb, make_fetcher
 from workers.dns.resolver import CachingResolver
 from workers.fetch import AsyncFetcher, FetchControl, Fetcher, LoopFetcher
@@ -325,24 +325,6 @@ def test_a_failed_request_is_not_sent_again(retry_on: bool) -> None:
     assert second.error == "connection_reset" and second.status is None
 
 
-def _split_bad_chunk_server() -> socket.socket:
-    """Answers every request with a good chunk, then, in a later write, a bad chunk size."""
-    lsock = socket.create_server(("127.0.0.1", 0))
-
-    def answer(conn: socket.socket) -> None:
-        with conn:
-            if b"\r\n\r\n" not in _read_head(conn):
-                return
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
-            time.sleep(0.1)  # the client has read the head and the first chunk by now
-            conn.sendall(b"zz\r\nworld\r\n0\r\n\r\n")
-            time.sleep(6)  # and keeps the connection open, as a hostile server may
-
-    _serve_each(lsock, answer)
-    return lsock
-
-
 @pytest.mark.parametrize("fixed", [True, False], ids=["fixed", "control-stock-aiohttp"])
 def test_a_bad_chunk_after_a_good_one_fails_the_fetch_at_once(
         fixed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -355,22 +337,18 @@ def test_a_bad_chunk_after_a_good_one_fails_the_fetch_at_once(
 
     if not fixed:
         monkeypatch.setattr(aio, "_BodyFailingHandler", ResponseHandler)
-    lsock = _split_bad_chunk_server()
-    port = lsock.getsockname()[1]
 
-    async def run() -> tuple[Any, float]:
+    async def run(port: int) -> tuple[Any, float]:
         f = _aio(total_timeout_s=3.0)
         try:
             t0 = time.monotonic()
-            res = await f.fetch(f"http://bar.sandbox.test:{port}/")
+            res = await f.fetch(f"http://bar.sandbox.test:{port}/badchunk")
             return res, time.monotonic() - t0
         finally:
             await f.close()
 
-    try:
-        res, took = asyncio.run(run())
-    finally:
-        lsock.close()
+    with serving(LoopbackServer(CutBodyHandler)) as server:
+        res, took = asyncio.run(run(server.port))
     if fixed:
         assert res.error == "invalid_response" and "chunk size" in res.error_detail
         assert res.body == b"hello" and res.truncated and took < 2.0, took
