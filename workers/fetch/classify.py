@@ -32,11 +32,11 @@ def exception_chain(exc: BaseException,
     return seen
 
 
-def bad_chunk_size(exc: BaseException) -> ValueError | None:
-    """http.client's error for a chunk size that is no hex number: an ``IncompleteRead``
-    raised while handling the ``ValueError`` of the parse (urllib3 wraps it again). That is
-    bytes that are no HTTP, as aiohttp reports it, not a cut connection."""
-    chain = exception_chain(exc)
+def bad_chunk_size(chain: list[BaseException]) -> ValueError | None:
+    """In an :func:`exception_chain`, http.client's error for a chunk size that is no hex
+    number: an ``IncompleteRead`` raised while handling the ``ValueError`` of the parse
+    (urllib3 wraps it again). That is bytes that are no HTTP, as aiohttp reports it, not a
+    cut connection."""
     if not any(isinstance(e, http.client.IncompleteRead) for e in chain):
         return None
     # The connection ending where a chunk size was due fails the same parse, on an empty
@@ -48,7 +48,7 @@ def bad_chunk_size(exc: BaseException) -> ValueError | None:
 
 def describe(exc: BaseException) -> str:
     """The ``error_detail`` of a failed fetch's exception (at most 500 characters)."""
-    bad = bad_chunk_size(exc)
+    bad = bad_chunk_size(exception_chain(exc))
     text = (f"invalid chunk size ({bad})" if bad is not None
             else f"{type(exc).__name__}: {exc}")
     return text[:500]
@@ -77,7 +77,7 @@ def _classify(exc: BaseException) -> str:
     ):
         return "connect_error"
     if has(urllib3.exceptions.InvalidChunkLength, urllib3.exceptions.HeaderParsingError) or (
-            bad_chunk_size(exc) is not None):
+            bad_chunk_size(chain) is not None):
         return "invalid_response"
     if has(
         http.client.RemoteDisconnected,
