@@ -30,6 +30,9 @@ class Outcome(StrEnum):
     #: the host resolved only to addresses the address policy refuses (allow_private_ips):
     #: nothing was sent
     ADDRESS_REFUSED = "address_refused"
+    #: its host's domain was dropped from the running crawl by an operator (``trawl drop``,
+    #: frontier/dropped.py): nothing sent
+    DROPPED = "dropped"
     #: a 2xx page whose body the network cut short (disconnect, time) on its last try, or
     #: cut for another reason than our size cap: recorded with what arrived, never lost
     TRUNCATED = "truncated"
@@ -54,9 +57,9 @@ class Outcome(StrEnum):
 
 
 #: Outcomes that end a URL: fetched + truncated + failed + robots_blocked + address_refused
-#: = admitted.
+#: + dropped = admitted.
 FINAL = frozenset({Outcome.FETCHED, Outcome.TRUNCATED, Outcome.FAILED, Outcome.ROBOTS_BLOCKED,
-                   Outcome.ADDRESS_REFUSED})
+                   Outcome.ADDRESS_REFUSED, Outcome.DROPPED})
 
 
 class Shown(StrEnum):
@@ -129,6 +132,8 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("robots_blocked", "final: URLs robots.txt disallows", _DONE),
     CounterSpec("address_refused", "final: URLs whose host resolved only to refused addresses "
                 "(private, loopback, link-local, ...: allow_private_ips); nothing sent", _DONE),
+    CounterSpec("dropped", "final: URLs of a domain an operator dropped from the running "
+                "crawl (trawl drop); nothing sent", _DONE + ", " + _LUA + "drop_queued.lua"),
     CounterSpec("redirects", "redirect targets sent for admission", _PIPE),
     CounterSpec("retries", "fetches to be tried again after a backoff", _DONE),
     CounterSpec("robots_fetches", "robots.txt fetched in a URL's place", _DONE),
@@ -201,7 +206,8 @@ FIXED: tuple[CounterSpec, ...] = (
     CounterSpec("revisit_failed", "revisits that failed (tried again at the longest interval)",
                 _REVISIT),
     CounterSpec("revisit_dropped", "tracked URLs dropped from the schedule (gone, a redirect, "
-                "now disallowed)", _REVISIT),
+                "now disallowed, their domain dropped by trawl drop)",
+                _REVISIT + ", " + _LUA + "drop_queued.lua"),
     CounterSpec("seq", "the partition's last lease number", _LUA + "acquire.lua",
                 Shown.INTERNAL),
     CounterSpec("bfs_asked", "hosts asked of the partition in bfs mode (one in 32 goes "
@@ -275,19 +281,19 @@ def _registered(*names: str) -> tuple[str, ...]:
 #: Counters reported even while zero (``Frontier.stats()`` starts from these).
 COUNTERS = _registered(
     "admitted", "seen_rejected", "queued", "inflight", "fetched", "truncated", "failed",
-    "robots_blocked", "address_refused", "redirects", "retries", "robots_fetches", "deferred",
-    "requeued", "stale", "over_host_cap", "trap_query_variants", "over_domain_budget",
+    "robots_blocked", "address_refused", "dropped", "redirects", "retries", "robots_fetches",
+    "deferred", "requeued", "stale", "over_host_cap", "trap_query_variants", "over_domain_budget",
     "reprioritized", "soft404_probes", "unsent",
 )
 
 #: The summary's own lines: (summary name, counter).
 SUMMARY_TOTALS: tuple[tuple[str, str], ...] = tuple(zip(
     ("pages_fetched", "pages_truncated", "pages_failed", "urls_admitted", "urls_seen_rejected",
-     "robots_blocked", "address_refused", "redirects", "retries", "robots_fetches",
-     "requeued_leases", "queued", "inflight"),
+     "robots_blocked", "address_refused", "dropped", "redirects", "retries",
+     "robots_fetches", "requeued_leases", "queued", "inflight"),
     _registered("fetched", "truncated", "failed", "admitted", "seen_rejected",
-                "robots_blocked", "address_refused", "redirects", "retries", "robots_fetches",
-                "requeued", "queued", "inflight"), strict=True))
+                "robots_blocked", "address_refused", "dropped", "redirects", "retries",
+                "robots_fetches", "requeued", "queued", "inflight"), strict=True))
 
 #: The columns of ``trawl status`` (then the errors, :func:`errors`).
 STATUS_COLUMNS = _registered("queued", "inflight", "admitted", "fetched", "failed",

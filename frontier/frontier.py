@@ -13,6 +13,7 @@ in a module of its own, with the encoders and decoders of its scripts:
   hostcache.py  robots.txt and soft-404 caches per host
   partition_counters.py  the counters of each partition        (hget, hgetall, hincrby)
   revisits.py   continuous crawling's revisit schedules        (promote_revisits; complete)
+  dropped.py    domains dropped by an operator, their queues   (drop_queued)
 
 Invariants (checked by tests/frontier/test_frontier.py):
   * a host is in the ready heap ``r`` iff its queue is non-empty and it holds no lease;
@@ -34,6 +35,7 @@ from frontier.bloom import BloomSpec, partition_layers
 from frontier.budgets import Budgets
 from frontier.config import CrawlConfig
 from frontier.counters import COUNTERS
+from frontier.dropped import Dropped
 from frontier.hostcache import HostCacheKind, HostCaches, HostCacheWrite
 from frontier.ipgate import IpGate
 from frontier.keys import Keys, partition_of
@@ -74,6 +76,8 @@ class Frontier:
         self._counters = PartitionCounters(store)
         #: Continuous crawling's revisit schedules (frontier/revisits.py).
         self.revisits = Revisits(store)
+        #: Domains an operator dropped from the running crawl (frontier/dropped.py).
+        self.dropped = Dropped(store)
         #: Due hints: partition -> a time from which it may have a due host that its last
         #: acquire did not see (a completion or an admission since). A ZSET of its own slot.
         self.due_key = self._partitions.due_key

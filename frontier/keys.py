@@ -189,6 +189,12 @@ class Keys:
         return task_queue(self.ns)
 
     @property
+    def dropped(self) -> str:
+        """SET of domains an operator dropped from the crawl (``trawl drop``,
+        frontier/dropped.py)."""
+        return f"{self.ns}:dropped"
+
+    @property
     def engines(self) -> str:
         """Hash worker id -> JSON figures of its fetch engine (workers/runtime/engine.py)."""
         return f"{self.ns}:engines"

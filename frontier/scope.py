@@ -8,6 +8,8 @@ common first:
 ``url_too_long``           ``len(url) > max_url_length`` (0 = off)
 ``denied_domain``          the host or one of its parent domains is in ``denied_domains``
                            (wins over allowed)
+``dropped_domain``         the same for a domain an operator dropped from the running crawl
+                           (``trawl drop``, frontier/dropped.py; :meth:`Scope.set_dropped`)
 ``out_of_scope``           ``allowed_domains`` is set and neither the host nor a parent is in it
 ``too_deep``               ``depth > max_depth`` (0 = unlimited)
 ``deny_pattern``           a ``deny_url_patterns`` regex matches (``re.search``)
@@ -44,8 +46,8 @@ __all__ = ["HOST_MEMO_SIZE", "REASONS", "Scope"]
 HOST_MEMO_SIZE = 65536
 
 #: Every reason :meth:`Scope.check` can return.
-REASONS = ("url_too_long", "denied_domain", "out_of_scope", "too_deep", "deny_pattern",
-           "not_allowed_pattern", "trap_path_depth", "trap_repeated_segments",
+REASONS = ("url_too_long", "denied_domain", "dropped_domain", "out_of_scope", "too_deep",
+           "deny_pattern", "not_allowed_pattern", "trap_path_depth", "trap_repeated_segments",
            "trap_query_params", "trap_calendar")
 
 
@@ -96,6 +98,8 @@ class Scope:
         self.allowed = _domain_set(allowed_domains)
         self._host_memo: BoundedMemo[str, str | None] = BoundedMemo(HOST_MEMO_SIZE)
         self.denied = _domain_set(denied_domains)
+        #: domains dropped from the running crawl (``set_dropped``), already in ASCII form
+        self.dropped: frozenset[str] = frozenset()
         self.domains = tuple(sorted(self.allowed))  # kept for callers that list them
         self.max_depth = max_depth
         self.allow_patterns = _compile("allow_url_patterns", allow_url_patterns)
@@ -138,7 +142,7 @@ class Scope:
         Answers are memoized per host (links of a page mostly share a few hosts); the memo is
         dropped whole when it reaches :data:`HOST_MEMO_SIZE` entries.
         """
-        if not self.denied and not self.allowed:
+        if not self.denied and not self.allowed and not self.dropped:
             return None
         memo = self._host_memo
         try:
@@ -146,18 +150,26 @@ class Scope:
         except KeyError:
             return memo.put(host, self._host_reason(host))
 
+    def set_dropped(self, domains: frozenset[str]) -> None:
+        """The domains dropped from the running crawl now (ASCII, as frontier/dropped.py keeps
+        them); the host memo is emptied, since its answers may have changed."""
+        self.dropped = domains
+        self._host_memo.clear()
+
     def _host_reason(self, host: str) -> str | None:
         name = host_name(host).lower()
         allowed = not self.allowed
-        denied, allow_set = self.denied, self.allowed
+        denied, allow_set, dropped = self.denied, self.allowed, self.dropped
         start = 0
         while True:
             suffix = name[start:] if start else name
             if suffix in denied:
                 return "denied_domain"
+            if suffix in dropped:
+                return "dropped_domain"
             if not allowed and suffix in allow_set:
                 allowed = True
-                if not denied:
+                if not denied and not dropped:
                     return None
             dot = name.find(".", start)
             if dot < 0:

@@ -155,8 +155,20 @@ def test_order_host_before_patterns_and_traps() -> None:
     assert check(s, "https://e.com/cal/2031/05/") == "deny_pattern"
 
 
+def test_a_dropped_domain_wins_over_an_allowed_subdomain_and_can_be_undone() -> None:
+    s = scope(allowed_domains=["www.e.com", "f.org"], denied_domains=["bad.f.org"])
+    assert check(s, "https://www.e.com/a") is None  # memoized in scope
+    s.set_dropped(frozenset({"e.com", "bad.f.org"}))
+    assert check(s, "https://www.e.com/a") == "dropped_domain"
+    assert check(s, "https://bad.f.org/a") == "denied_domain"  # the config's reason first
+    assert check(s, "https://f.org/a") is None
+    assert check(s, "https://x.org/a") == "out_of_scope"
+    s.set_dropped(frozenset())
+    assert check(s, "https://www.e.com/a") is None
+
+
 def test_reasons_constant_covers_check() -> None:
-    assert len(set(REASONS)) == len(REASONS) == 10
+    assert len(set(REASONS)) == len(REASONS) == 11
 
 
 # --- validation ------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The ``trawl`` command: demo, crawl, worker, scheduler, seed, status, robots."""
+"""The ``trawl`` command: demo, crawl, worker, scheduler, seed, drop, status, robots."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from frontier.keys import task_queue
 from frontier.redisclient import is_cluster_url, redacted
 from workers.cli.config_cmd import add_config_parser, cmd_config
 from workers.cli.crawl import url_arguments
+from workers.cli.drop import add_drop_parser, cmd_drop
 from workers.cli.flower import add_flower_arguments, cmd_flower
 from workers.cli.inspect_url import add_inspect_parser, cmd_inspect
 from workers.cli.metrics import add_metrics_arguments, serve_metrics
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_crawl_commands(sub)
     _add_cluster_commands(sub)
     _add_inspection_commands(sub)
+    add_drop_parser(sub)
     add_revisit_plan_parser(sub)
     add_inspect_parser(sub)
     add_report_parsers(sub)
@@ -379,7 +381,7 @@ COMMANDS = {"demo": cmd_demo, "crawl": cmd_crawl, "worker": cmd_worker, "schedul
             "seed": cmd_seed, "status": cmd_status, "robots": cmd_robots, "flower": cmd_flower,
             "dedup-report": cmd_dedup_report, "revisit-plan": cmd_revisit_plan,
             "inspect": cmd_inspect, "report": cmd_report, "export": cmd_export,
-            "config": cmd_config}
+            "config": cmd_config, "drop": cmd_drop}
 
 
 def main(argv: list[str] | None = None) -> int:

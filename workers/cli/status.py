@@ -24,8 +24,10 @@ def print_status(redis_url: str, namespace: str, as_json: bool = False,
     started = float(client.get(frontier.keys.started) or time.time())
     rate = round(totals["fetched"] / max(1e-9, time.time() - started), 2)
     load = measure(frontier, totals.get("inflight", 0))
+    dropped = sorted(frontier.dropped.members())
     if as_json:
         print(json.dumps({"totals": totals, "pages_per_s": rate, "load": asdict(load),
+                          "dropped_domains": dropped,
                           "partitions": parts if per_partition else None}))
         return 0
     from rich.console import Console
@@ -48,6 +50,9 @@ def print_status(redis_url: str, namespace: str, as_json: bool = False,
           f"max_inflight {load.max_inflight}); engine CPU {load.cpu_load:.0%} of a core")
     print(f"hosts: {load.hosts_ready} due now, {load.hosts_waiting} waiting on their delay")
     print(f"limited by: {load.limit.value} ({load.why})")
+    if dropped:
+        print(f"dropped (trawl drop): {', '.join(dropped)}; {totals.get('dropped', 0)} URLs "
+              "ended so")
     for kind, n in ERRORS.members(totals).items():
         print(f"  {kind}: {n}")
     return 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from dedup.service import DedupResult, Features
 from frontier.counters import Outcome
-from frontier.frontier import AdmitLink, Completion, Lease
+from frontier.frontier import AdmitLink, Completion, Entry, Lease
 from frontier.hostcache import HostCacheWrite
 
 
@@ -61,8 +61,15 @@ class PendingDedup:
 
 def lease_record(lease: Lease, outcome: Outcome, started_at: float, ip: str | None,
             **fields: Any) -> dict[str, Any]:
-    rec: dict[str, Any] = {"url": lease.entry.url, "outcome": outcome,
-                           "fetched_at": round(started_at, 4), "host": lease.host, "ip": ip,
-                           "depth": lease.entry.depth, "attempts": lease.entry.attempts + 1}
+    return entry_record(lease.host, lease.entry, outcome, started_at, ip,
+                        lease.entry.attempts + 1, **fields)
+
+
+def entry_record(host: str, entry: Entry, outcome: Outcome, at: float, ip: str | None,
+                 attempts: int, **fields: Any) -> dict[str, Any]:
+    """The JSONL record of a URL of ``host``'s queue that ended at ``at``; ``attempts``
+    counts its fetches (none for a queued URL ended unleased)."""
+    rec: dict[str, Any] = {"url": entry.url, "outcome": outcome, "fetched_at": round(at, 4),
+                           "host": host, "ip": ip, "depth": entry.depth, "attempts": attempts}
     rec.update({k: v for k, v in fields.items() if v is not None})
     return rec

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from dedup.service import DedupService
 from frontier.config import CrawlConfig
+from frontier.dropped import DroppedView
 from frontier.memo import BoundedMemo
 from frontier.scope import Scope
 from frontier.urls import ParamStripper
@@ -47,6 +48,8 @@ class PipelineServices(Protocol):
     #: Each host's robots.txt policy and soft-404 probe.
     hosts: HostVerdicts
     scope: Scope
+    #: Domains an operator dropped from the running crawl (frontier/dropped.py).
+    dropped: DroppedView
     strip: ParamStripper
     #: Canonical URLs longer than this are invalid links.
     max_url_length: int

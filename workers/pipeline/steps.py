@@ -89,6 +89,9 @@ def plan_lease(ctx: PipelineServices, lease: Lease, ip: str | None
     """The fetch ``lease`` needs, or its result when it needs none (robots.txt forbids it).
     May read the host's verdicts from Redis (one round trip when not cached here)."""
     url, host, cfg = lease.entry.url, lease.host, ctx.config
+    domain = ctx.dropped.covering(host)
+    if domain is not None:
+        return dropped_lease(lease, ip, domain)
     state = ctx.hosts.get(host, with_soft404=cfg.soft404_probe)
     policy = state.robots
     if policy is None:
@@ -116,6 +119,17 @@ def plan_lease(ctx: PipelineServices, lease: Lease, ip: str | None
     return FetchStep(FetchKind.PAGE, url, ip, policy=policy, probe=probe, host_writes=writes,
                      prior=prior, headers=conditional_headers(prior),
                      any_type=fetch_as_sitemap(url, policy))
+
+
+def dropped_lease(lease: Lease, ip: str | None, domain: str) -> LeaseResult:
+    """An operator dropped the host's domain (``trawl drop``): the URL ends without a request,
+    and the host is free at once (the completer then empties its queue,
+    workers/runtime/completion.py)."""
+    now = time.time()
+    result = LeaseResult(Completion(lease, now, Outcome.DROPPED))
+    result.record = lease_record(lease, Outcome.DROPPED, now, ip,
+                                 reason=f"{domain} dropped from the crawl (trawl drop)")
+    return result
 
 
 def fetch_step(fetcher: BlockingFetcher, step: FetchStep) -> FetchResult:

@@ -18,6 +18,7 @@ from redis.cluster import RedisCluster
 
 from dedup.service import DedupService
 from frontier.config import ConfigError, CrawlConfig
+from frontier.dropped import DroppedView
 from frontier.frontier import Frontier
 from frontier.keys import Keys
 from frontier.memo import BoundedMemo
@@ -89,6 +90,9 @@ class WorkerContext:
         #: 66,236 on 800 pages), and canonicalization + scope cost 5.9 us a link (issue 7).
         self.links: BoundedMemo[str, tuple[str, str, tuple[str | None, str | None]]] = (
             BoundedMemo(LINK_MEMO_LINKS))
+        #: Domains an operator dropped (``trawl drop``): re-read every few seconds; a change
+        #: reaches the scope and empties the link memo, whose scope answers it may change.
+        self.dropped = DroppedView(self.frontier.dropped, on_change=self._dropped_changed)
         self.seen = (SeenMemo() if cfg.ordering in ("bfs", "random")
                      and not self.frontier.budgets_on
                      and not isinstance(self.client, RedisCluster) else None)
@@ -117,6 +121,11 @@ class WorkerContext:
         self.dedup = DedupService(self.client, cfg.namespace, dedup_cfg)
         self.visits = VisitStore(self.client, cfg) if cfg.continuous else None
         self.plans = PlanCache(self.client, cfg) if cfg.continuous else None
+
+    def _dropped_changed(self, domains: frozenset[str]) -> None:
+        log.warning("dropped from the crawl now: %s", ", ".join(sorted(domains)) or "none")
+        self.scope.set_dropped(domains)
+        self.links.clear()
 
     def close(self) -> None:
         self.components.close()
