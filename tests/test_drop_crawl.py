@@ -35,7 +35,8 @@ def _records(out: Path) -> list[dict]:
 
 
 def test_a_dropped_host_is_left_alone_and_its_urls_end_dropped(
-        tmp_path: Path, redis_server: EmbeddedRedis, module_webs: SandboxWebs) -> None:
+        tmp_path: Path, redis_server: EmbeddedRedis, module_webs: SandboxWebs,
+        capsys: pytest.CaptureFixture[str]) -> None:
     cfg = SandboxConfig(seed=11, hosts=12, pages_per_host=50, ips=6, crawl_delay_s=0.0,
                         robots_slow_s=0.2, slow_page_s=0.2, hang_s=3.0)
     with module_webs.running(cfg) as web:
@@ -101,3 +102,18 @@ def test_a_dropped_host_is_left_alone_and_its_urls_end_dropped(
     assert len(victim_expected - fetched_victim) >= len(dropped) // 2 > 0
     # links to the victim found after the drop were refused by the scope, not admitted
     assert summary["links"].get("links_dropped_domain", 0) > 0, summary["links"]
+
+    # the operator sees it: trawl status and trawl drop --list
+    capsys.readouterr()
+    assert main(["status", "--redis", redis_server.url, "--namespace", out.name,
+                 "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["dropped_domains"] == [victim]
+    assert status["totals"]["dropped"] == summary["dropped"]
+    assert main(["drop", "--redis", redis_server.url, "--namespace", out.name,
+                 "--list"]) == 0
+    assert capsys.readouterr().out.split() == [victim]
+    # a URL is not a domain: a clear error, exit 2, nothing dropped
+    assert main(["drop", "--redis", redis_server.url, "--namespace", out.name,
+                 f"http://{victim}/"]) == 2
+    assert "not a domain name" in capsys.readouterr().err
