@@ -94,8 +94,7 @@ def _beat(member: Member) -> None:
     """One heartbeat, and the sweep it may have started ended: a sweep still running when
     the test puts a task in a queue would take that task too."""
     member.heartbeat()
-    with member._sweeping:
-        pass
+    member.wait_for_sweep()
 
 
 def test_the_tasks_a_killed_member_left_in_its_queue_go_to_the_shared_queue(

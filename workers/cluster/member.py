@@ -175,6 +175,12 @@ class Member:
             threading.Thread(target=self._sweep_gone, args=(expired, dead), daemon=True,
                              name="trawl-take-queues").start()
 
+    def wait_for_sweep(self) -> None:
+        """Return once no sweep of dead members' queues (started by a heartbeat, on a
+        thread of its own) is running."""
+        with self._sweeping:
+            pass
+
     def _sweep_gone(self, expired: list[str], dead: list[str]) -> int:
         """Note the members just found dead, then empty the queues of all dead ones. A dead
         worker's unacked (prefetched) tasks come back to its queue only after the broker's
