@@ -60,6 +60,11 @@ def domain_name(raw: str) -> str:
         raise ConfigError(f"{raw!r} is not a domain name ({exc})") from None
 
 
+def dropped_reason(domain: str) -> str:
+    """The JSONL ``reason`` of a URL ended because ``domain`` was dropped."""
+    return f"{domain} dropped from the crawl (trawl drop)"
+
+
 def covering(domains: frozenset[str], host: str) -> str | None:
     """The domain of ``domains`` that covers politeness key ``host`` (``name[:port]``): the
     host itself or one of its parent domains; None if none does."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from frontier.counters import ROBOTS_POLICIES, Outcome
+from frontier.dropped import dropped_reason
 from frontier.frontier import Completion, Lease
 from frontier.hostcache import HostCacheWrite
 from frontier.politeness import host_delay
@@ -128,7 +129,7 @@ def dropped_lease(lease: Lease, ip: str | None, domain: str) -> LeaseResult:
     now = time.time()
     result = LeaseResult(Completion(lease, now, Outcome.DROPPED))
     result.record = lease_record(lease, Outcome.DROPPED, now, ip,
-                                 reason=f"{domain} dropped from the crawl (trawl drop)")
+                                 reason=dropped_reason(domain))
     return result
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import redis
 
 from frontier.counters import Outcome
-from frontier.dropped import covering
+from frontier.dropped import covering, dropped_reason
 from frontier.frontier import AdmitBatch, AdmitLink, AdmitResult, Entry, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.pipeline.lease import LeaseResult
@@ -104,7 +104,7 @@ def _drain_dropped(ctx: Any, hosts: dict[str, int]) -> None:
             domain = covering(ctx.dropped.domains, got.host) or got.host
             ctx.records.write(entry_record(
                 got.host, got.entry, Outcome.DROPPED, now, None, got.entry.attempts,
-                reason=f"{domain} dropped from the crawl (trawl drop)",
+                reason=dropped_reason(domain),
                 revisit=True if got.entry.revisit else None))
     if taken:
         log.info("%d queued URLs of %d dropped hosts ended", len(taken), len(hosts))
