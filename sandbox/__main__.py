@@ -57,14 +57,12 @@ def _parser_with_optional_webs(d: SandboxConfig) -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    d = SandboxConfig()
-    p = _parser_with_optional_webs(d)
-    p.add_argument("--seed", type=int, default=d.seed)
+def _add_latency_arguments(p: argparse.ArgumentParser, d: SandboxConfig) -> None:
+    """The internet-like latency model's options (sandbox/latency.py)."""
     g = p.add_argument_group("internet-like latency model (sandbox/latency.py)")
     g.add_argument("--internet", action="store_true",
                    help="the preset (SandboxConfig.internet()): --latency, --https-share 0.5, "
-                        "--trickle-share 0.02 unless given")
+                        "--trickle-share 0.02, --handshake-rtts unless given")
     g.add_argument("--latency", action="store_true", help="answer after the model's delays")
     g.add_argument("--latency-median", type=float, default=d.latency_median_s,
                    dest="latency_median_s")
@@ -75,6 +73,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    dest="keepalive_idle_s")
     g.add_argument("--trickle-share", type=float, default=None,
                    help=f"default {d.trickle_share}, with --internet 0.02")
+    g.add_argument("--latency-max-base", type=float, default=d.latency_max_base_s,
+                   dest="latency_max_base_s",
+                   help="a host's base delay (round-trip time) is uniform below this")
+    g.add_argument("--handshake-rtts", action=argparse.BooleanOptionalAction, default=None,
+                   help="a connection's first request pays a round trip for TCP and one more "
+                        "for TLS (default off, with --internet on)")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    d = SandboxConfig()
+    p = _parser_with_optional_webs(d)
+    p.add_argument("--seed", type=int, default=d.seed)
+    _add_latency_arguments(p, d)
     t = p.add_argument_group("HTTPS hosts (sandbox/tls.py)")
     t.add_argument("--https-share", type=float, default=None,
                    help=f"share of hosts on HTTPS (default {d.https_share}, with --internet 0.5)")
@@ -110,6 +121,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         a.trickle_share = preset.trickle_share
     if a.https_share is None:
         a.https_share = preset.https_share
+    if a.handshake_rtts is None:
+        a.handshake_rtts = preset.handshake_rtts
     if not a.no_serve and not a.log:
         p.error("the following arguments are required: --log")
     return a
@@ -123,6 +136,8 @@ def config_from_args(a: argparse.Namespace) -> SandboxConfig:
                          latency_median_s=a.latency_median_s, latency_shape=a.latency_shape,
                          slow_host_share=a.slow_host_share, fail_share=a.fail_share,
                          keepalive_idle_s=a.keepalive_idle_s, trickle_share=a.trickle_share,
+                         latency_max_base_s=a.latency_max_base_s,
+                         handshake_rtts=a.handshake_rtts,
                          https_share=a.https_share, changes=a.changes,
                          change_share=a.change_share,
                          change_min_interval_s=a.change_min_interval_s,

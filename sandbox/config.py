@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .latency import LatencyModel
+
 
 @dataclass(frozen=True)
 class SandboxConfig:
@@ -51,6 +53,12 @@ class SandboxConfig:
     keepalive_idle_s: float = 5.0
     #: Share of responses whose body is sent in 4 chunks, the server time spread between them.
     trickle_share: float = 0.0
+    #: A host's base delay (its round-trip time) is uniform in [0, this).
+    latency_max_base_s: float = 0.05
+    #: A connection's first request also waits its handshakes' round trips: one host base
+    #: delay for TCP, one more for TLS 1.3. ``tc netem`` would have the kernel charge them, but
+    #: the machines this runs on lack sch_netem; on loopback a handshake costs no time at all.
+    handshake_rtts: bool = False
     #: Share of hosts served over HTTPS only (sandbox/tls.py), on a second port shared by all
     #: IPs, with a certificate per host name from a CA made at start. Independent of latency.
     https_share: float = 0.0
@@ -82,8 +90,9 @@ class SandboxConfig:
     @classmethod
     def internet(cls, **overrides: object) -> SandboxConfig:
         """A web that answers like the internet: the latency model on, half the hosts on
-        HTTPS, 2% of bodies trickled; ``overrides`` win."""
-        preset: dict[str, object] = {"latency": True, "https_share": 0.5, "trickle_share": 0.02}
+        HTTPS, 2% of bodies trickled, handshakes paid in round trips; ``overrides`` win."""
+        preset: dict[str, object] = {"latency": True, "https_share": 0.5, "trickle_share": 0.02,
+                                     "handshake_rtts": True}
         return cls(**{**preset, **overrides})  # type: ignore[arg-type]
 
     def __post_init__(self) -> None:
@@ -100,9 +109,10 @@ class SandboxConfig:
                      "wrong_lm_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}: must be between 0 and 1")
-        if self.latency_median_s <= 0 or self.latency_shape < 0 or self.keepalive_idle_s <= 0:
+        if self.latency_median_s <= 0 or self.latency_shape < 0 or self.keepalive_idle_s <= 0 \
+                or self.latency_max_base_s < 0:
             raise ValueError("latency_median_s and keepalive_idle_s must be > 0, "
-                             "latency_shape >= 0")
+                             "latency_shape and latency_max_base_s >= 0")
         if not 0 < self.change_min_interval_s <= self.change_max_interval_s:
             raise ValueError("need 0 < change_min_interval_s <= change_max_interval_s, got "
                              f"{self.change_min_interval_s} and {self.change_max_interval_s}")
@@ -113,6 +123,12 @@ class SandboxConfig:
                              "families copy pages that would change under them")
         if self.ips > 250 * 250:
             raise ValueError(f"ips={self.ips}: at most 62500 loopback addresses are generated")
+
+    def latency_model(self) -> LatencyModel:
+        """The latency model these fields describe (used only with ``latency``)."""
+        return LatencyModel(self.seed, self.latency_median_s, self.latency_shape,
+                            self.slow_host_share, self.fail_share, self.trickle_share,
+                            self.latency_max_base_s, self.handshake_rtts)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -13,6 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from .change_model import ChangeModel
 from .config import SandboxConfig
@@ -51,7 +52,8 @@ class SandboxWeb:
         self._start_timeout_s = start_timeout_s
         self._nice = nice
         self._proc: subprocess.Popen[bytes] | None = None
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
+        #: the server's stderr, made when it starts (closed in __exit__)
+        self._stderr: IO[bytes] | None = None
         self.port = 0
         #: The port of the HTTPS hosts (config.https_share), on every IP; 0 without any.
         self.https_port = 0
@@ -75,7 +77,8 @@ class SandboxWeb:
         assert self._proc is not None, "not started"
         return self._proc.pid
 
-    def _argv(self) -> list[str]:
+    def command(self) -> list[str]:
+        """The command line that starts this web's server (``python -m sandbox ...``)."""
         c = self.config
         return [sys.executable, "-m", "sandbox", "--seed", str(c.seed), "--hosts", str(c.hosts),
                 "--pages-per-host", str(c.pages_per_host), "--ips", str(c.ips),
@@ -90,7 +93,9 @@ class SandboxWeb:
                    "--latency-shape", str(c.latency_shape),
                    "--slow-host-share", str(c.slow_host_share),
                    "--fail-share", str(c.fail_share), "--keepalive-idle",
-                   str(c.keepalive_idle_s), "--trickle-share", str(c.trickle_share)]
+                   str(c.keepalive_idle_s), "--trickle-share", str(c.trickle_share),
+                   "--latency-max-base", str(c.latency_max_base_s),
+                   "--handshake-rtts" if c.handshake_rtts else "--no-handshake-rtts"]
                   if c.latency else []),
                 *(["--https-share", str(c.https_share), "--https-port",
                    str(self._https_port_arg)] if c.https_share else []),
@@ -107,6 +112,8 @@ class SandboxWeb:
                 *(["--pagerank-out", str(self.pagerank_out)] if self.pagerank_out else [])]
 
     def _stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
         self._stderr.seek(0)
         return self._stderr.read().decode(errors="replace")[-4000:]
 
@@ -114,7 +121,9 @@ class SandboxWeb:
         root = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-        argv = self._argv()
+        argv = self.command()
+        if self._stderr is None:
+            self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in __exit__
         if self._nice:  # nice(1) execs the server: the pid stays the server's
             argv = ["nice", "-n", str(self._nice), *argv]
         # A session of its own: with the kernel's autogroup scheduling, niceness only ranks
@@ -182,4 +191,5 @@ class SandboxWeb:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()

@@ -4,9 +4,10 @@ The real web answers in hundreds of milliseconds, most of it the server's own ti
 answers in under a millisecond hides whether a crawler waits well. Per host a base delay (its
 distance), per response a lognormal server time (median and shape configurable), a share of
 slow hosts (1-3 s a response), a share of requests that fail (the connection is reset, or the
-answer never comes in time), and a share of bodies trickled in pauses. Every draw is a pure
-function of (seed, host, path, n-th request of that URL), so two servers with the same seed
-answer alike.
+answer never comes in time), a share of bodies trickled in pauses, and (``handshake_rtts``) the
+round trips of a new connection's TCP and TLS handshakes, added to its first request. Every
+draw is a pure function of (seed, host, path, n-th request of that URL), so two servers with
+the same seed answer alike.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ class LatencyModel:
     slow_host_share: float = 0.02
     fail_share: float = 0.01
     trickle_share: float = 0.0
-    #: a host's base delay is uniform in [0, max_base_s)
+    #: a host's base delay (its round-trip time) is uniform in [0, max_base_s)
     max_base_s: float = 0.05
+    #: a connection's first request also pays its handshakes' round trips (handshake_s)
+    handshake_rtts: bool = False
 
     def _u(self, *parts: object) -> float:
         """A uniform draw in (0, 1) from the seed and ``parts``."""
@@ -54,6 +57,13 @@ class LatencyModel:
 
     def host_base_s(self, host: str) -> float:
         return self.max_base_s * self._u("base", host)
+
+    def handshake_s(self, host: str, tls: bool) -> float:
+        """What opening a connection to ``host`` adds to its first request: a round trip
+        (the base delay) for TCP's handshake, another for TLS 1.3's; 0 when not modelled."""
+        if not self.handshake_rtts:
+            return 0.0
+        return self.host_base_s(host) * (2 if tls else 1)
 
     def slow_host(self, host: str) -> bool:
         return self._u("slow", host) < self.slow_host_share

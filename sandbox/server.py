@@ -15,7 +15,7 @@ from aiohttp import web
 
 from .change_model import ChangeModel
 from .changing import CLOCK_HEADER, ChangingReplies
-from .latency import Answer, Failure, LatencyModel
+from .latency import Answer, Failure
 from .looplag import LoopLagMonitor, lag_path
 from .pages import small_html
 from .replies import Reply
@@ -68,6 +68,20 @@ def _base_headers(reply: Reply, now: float, start: float) -> dict[str, str]:
     return headers
 
 
+async def _trickle(request: web.BaseRequest, status: int, headers: dict[str, str], body: bytes,
+                   answer: Answer) -> web.StreamResponse:
+    """Send ``body`` in ``answer.trickle_chunks`` chunks, the server time spread between them."""
+    stream = web.StreamResponse(status=status, headers=headers)
+    stream.content_length = len(body)
+    await stream.prepare(request)
+    step = -(-len(body) // answer.trickle_chunks)
+    for i in range(0, len(body), step):
+        await asyncio.sleep(answer.delay_s / answer.trickle_chunks)
+        await stream.write(body[i:i + step])
+    await stream.write_eof()
+    return stream
+
+
 class SandboxServer:
     def __init__(self, site: SandboxSite, log: RequestLog, change_epoch: float = 0.0) -> None:
         """``change_epoch``: wall time of the changing web's simulated second 0 (with
@@ -76,9 +90,7 @@ class SandboxServer:
         self.log = log
         self._flaky_seen: set[tuple[str, str]] = set()
         c = site.config
-        self.latency = LatencyModel(c.seed, c.latency_median_s, c.latency_shape,
-                                    c.slow_host_share, c.fail_share,
-                                    c.trickle_share) if c.latency else None
+        self.latency = c.latency_model() if c.latency else None
         #: (host, path) -> requests so far: the n of the latency model's draws
         self._asked: dict[tuple[str, str], int] = {}
         self._https = site.layout.https_hosts
@@ -103,11 +115,17 @@ class SandboxServer:
             return Reply(421, small_html("Misdirected Request", host), "text/html", "error")
         return None
 
-    async def _wait(self, request: web.BaseRequest, host: str, target: str) -> Answer | None:
-        """Sleep the latency model's server time; a failure resets the connection (raises
-        CancelledError) or hangs for hang_s. None without a latency model."""
+    async def _wait(self, request: web.BaseRequest, host: str, target: str,
+                    first_on_conn: bool, secure: bool) -> Answer | None:
+        """Sleep the latency model's server time (and a new connection's handshakes); a
+        failure resets the connection (raises CancelledError) or hangs for hang_s. None
+        without a latency model."""
         if self.latency is None:
             return None
+        if first_on_conn:
+            handshakes = self.latency.handshake_s(host, secure)
+            if handshakes:
+                await asyncio.sleep(handshakes)
         n = self._asked[(host, target)] = self._asked.get((host, target), 0) + 1
         answer = self.latency.answer(host, target, n)
         if answer.failure is Failure.RESET:
@@ -143,12 +161,13 @@ class SandboxServer:
         sent, version = 0.0, None
         secure = request.transport is not None and \
             request.transport.get_extra_info("sslcontext") is not None
+        conn_request = self._conn_request(request)
         try:
             reply = (secure and self._misdirected(host, secure)) or self.site.respond(host, target)
             now = self._clock(request, start)
             if self.changes is not None:
                 reply, version = self.changes.serve(host, target, reply, now)
-            answer = await self._wait(request, host, target)
+            answer = await self._wait(request, host, target, conn_request == 1, secure)
             if reply.delay_s:
                 await asyncio.sleep(reply.delay_s)
             status, body = reply.status, reply.body
@@ -166,15 +185,8 @@ class SandboxServer:
                     status, body = 304, b""
                     del headers["Content-Type"]
             if answer is not None and answer.trickle_chunks and len(body) > 1:
-                stream = web.StreamResponse(status=status, headers=headers)
-                stream.content_length = len(body)
-                await stream.prepare(request)
                 sent = time.time()
-                step = -(-len(body) // answer.trickle_chunks)
-                for i in range(0, len(body), step):
-                    await asyncio.sleep(answer.delay_s / answer.trickle_chunks)
-                    await stream.write(body[i:i + step])
-                await stream.write_eof()
+                stream = await _trickle(request, status, headers, body, answer)
                 nbytes = len(body)
                 return stream
             resp = web.Response(status=status, body=body, headers=headers)
@@ -192,7 +204,7 @@ class SandboxServer:
                 path=target, method=request.method, status=status, bytes=nbytes,
                 ua=request.headers.get("User-Agent", ""), sent=sent or time.time(),
                 scheme="https" if secure else "http", version=version,
-                conn_request=self._conn_request(request),
+                conn_request=conn_request,
             ))
 
 

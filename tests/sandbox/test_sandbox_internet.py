@@ -14,19 +14,20 @@ import ssl
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from sandbox import SandboxConfig, SandboxSite, SandboxWeb
-from sandbox.latency import Failure, LatencyModel
+from sandbox.__main__ import config_from_args, parse_args
+from sandbox.latency import Failure
 from tests.webs import SandboxWebs
 
 WEB = SandboxConfig.internet(seed=5, hosts=40, pages_per_host=10, ips=4, hang_s=1.5,
                              latency_median_s=0.1, latency_shape=0.6, slow_host_share=0.1,
                              fail_share=0.1, keepalive_idle_s=0.8, trickle_share=0.0)
-MODEL = LatencyModel(WEB.seed, WEB.latency_median_s, WEB.latency_shape, WEB.slow_host_share,
-                     WEB.fail_share, WEB.trickle_share)
+MODEL = WEB.latency_model()
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +98,12 @@ def _urls(site: SandboxSite, index: int, *, slow: bool = False, calm: int = 0) -
     return out
 
 
+def _handshakes(url: str) -> float:
+    """What the model adds to a request that opens its connection (TCP, and TLS on https)."""
+    parts = urlsplit(url)
+    return MODEL.handshake_s(parts.hostname or "", parts.scheme == "https")
+
+
 def _parallel(web: SandboxWeb, urls: list[str], timeout: float = 5.0) -> list[tuple[str, float]]:
     with ThreadPoolExecutor(16) as pool:
         return list(pool.map(lambda u: _fetch_once(web, u, timeout), urls))
@@ -105,10 +112,23 @@ def _parallel(web: SandboxWeb, urls: list[str], timeout: float = 5.0) -> list[tu
 # -- configuration ---------------------------------------------------------------------------
 def test_everything_is_off_by_default_and_the_preset_turns_it_on() -> None:
     plain = SandboxConfig()
-    assert (plain.latency, plain.https_share, plain.trickle_share) == (False, 0.0, 0.0)
+    assert (plain.latency, plain.https_share, plain.trickle_share, plain.handshake_rtts) == \
+        (False, 0.0, 0.0, False)
     net = SandboxConfig.internet()
-    assert (net.latency, net.https_share, net.trickle_share) == (True, 0.5, 0.02)
+    assert (net.latency, net.https_share, net.trickle_share, net.handshake_rtts) == \
+        (True, 0.5, 0.02, True)
     assert SandboxConfig.internet(https_share=0.0).https_share == 0.0  # overrides win
+    # the command line (what SandboxWeb starts) carries them both ways
+    for config in (net, SandboxConfig.internet(handshake_rtts=False, latency_max_base_s=0.2)):
+        argv = SandboxWeb(config, Path("/nonexistent/log")).command()[3:]
+        parsed = config_from_args(parse_args(argv))
+        assert (parsed.handshake_rtts, parsed.latency_max_base_s) == \
+            (config.handshake_rtts, config.latency_max_base_s)
+    assert config_from_args(parse_args(["--internet", "--log", "x"])).handshake_rtts
+    assert not config_from_args(parse_args(["--internet", "--no-handshake-rtts", "--log", "x"])
+                                ).handshake_rtts
+    with pytest.raises(ValueError, match="latency_max_base_s"):
+        SandboxConfig(latency_max_base_s=-1.0)
     with pytest.raises(ValueError, match="https_share"):
         SandboxConfig(https_share=1.5)
     with pytest.raises(ValueError, match="pages_per_host"):
@@ -183,9 +203,10 @@ def test_server_times_center_on_the_median_and_slow_hosts_are_slow(web: SandboxW
     results = _parallel(web, urls + slow)
     assert all(kind == "ok" for kind, _ in results), results
     took = [t for _, t in results[: len(urls)]]
-    # wall time minus the host's base delay (up to 50 ms): the lognormal server time
-    server = [t - MODEL.host_base_s(urlsplit(u).hostname or "") for u, t in zip(urls, took,
-                                                                                 strict=True)]
+    # wall time minus the host's base delay (up to 50 ms) and the new connection's handshakes:
+    # the lognormal server time
+    server = [t - MODEL.host_base_s(urlsplit(u).hostname or "") - _handshakes(u)
+              for u, t in zip(urls, took, strict=True)]
     assert statistics.median(server) == pytest.approx(WEB.latency_median_s, rel=0.25)
     assert min(took) < WEB.latency_median_s < max(took)  # a spread, not a constant
     assert all(1.0 <= t < 3.8 for _, t in results[len(urls):])
@@ -225,6 +246,49 @@ def test_idle_keepalive_connection_is_closed_by_the_server(web: SandboxWeb) -> N
     assert closed
 
 
+#: Round trips long enough to time on a loaded machine: bases up to 0.6 s, a near-constant
+#: 20 ms server time, nothing failing or slow.
+FAR = SandboxConfig.internet(seed=11, hosts=16, pages_per_host=10, ips=4, latency_median_s=0.02,
+                             latency_shape=0.0, slow_host_share=0.0, fail_share=0.0,
+                             latency_max_base_s=0.6)
+
+
+def test_a_new_connection_pays_its_handshakes_round_trips_and_a_reused_one_does_not(
+        module_webs: SandboxWebs) -> None:
+    """tc netem is missing here, so the server charges a connection's first request one round
+    trip (the host's base delay) for TCP and one more for TLS; later requests on the same
+    connection pay only their own round trip. The control is the reused connection's request
+    to the same host, and the preset's switch (off: no handshake time at all)."""
+    far = module_webs.shared(FAR)
+    site, model = far.site, FAR.latency_model()
+    assert site is not None and model.handshake_rtts
+    assert SandboxConfig(latency=True).latency_model().handshake_s("h", True) == 0.0
+    checked = set()
+    for scheme in ("http", "https"):
+        url = next(site.url(h, site.layout.paths[h][6]) for h in site.hosts
+                   if site.url(h, "/").startswith(scheme + ":") and h != site.hang_host
+                   and model.host_base_s(h) > 0.25
+                   and not site.respond(h, site.layout.paths[h][6]).delay_s)
+        host = urlsplit(url).hostname or ""
+        base, rtts = model.host_base_s(host), 2 if scheme == "https" else 1
+        assert model.handshake_s(host, scheme == "https") == pytest.approx(rtts * base)
+        start = time.monotonic()
+        status, _, sock = _get(far, url)
+        opened = time.monotonic() - start
+        start = time.monotonic()
+        again = _get(far, url, sock=sock)[0]
+        reused = time.monotonic() - start
+        sock.close()
+        assert status == again == 200
+        server = FAR.latency_median_s
+        assert opened >= (1 + rtts) * base + server - 0.01, (url, opened, base)
+        assert reused >= base + server - 0.01, (url, reused, base)
+        assert reused < base + server + base / 2, (url, reused, base)  # no handshake again
+        assert opened - reused > (rtts - 0.5) * base, (url, opened, reused, base)
+        checked.add(scheme)
+    assert checked == {"http", "https"}
+
+
 # -- determinism -----------------------------------------------------------------------------
 def _timings(web: SandboxWeb, urls: list[str]) -> list[float]:
     """Each URL twice in turn (n = 1, 2), timed by the server's own log (end - start)."""
@@ -248,7 +312,7 @@ def test_two_servers_with_the_same_seed_answer_after_the_same_delays(
                                   for u in urls])
     assert len(first) == len(second) == 2 * len(urls)
     predicted = [MODEL.answer(urlsplit(u).hostname or "", urlsplit(u).path, n).delay_s
-                 for u in urls for n in (1, 2)]
+                 + _handshakes(u) for u in urls for n in (1, 2)]  # each on a new connection
     assert max(abs(x - y) for x, y in zip(first, second, strict=True)) < 0.06
     assert max(abs(x - p) for x, p in zip(first, predicted, strict=True)) < 0.06
     # negative control: the second request of a URL is drawn anew, not a repeat of the first

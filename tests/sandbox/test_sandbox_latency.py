@@ -66,8 +66,7 @@ def _get(web: SandboxWeb, url: str, conn: http.client.HTTPConnection | None = No
 
 
 def test_server_answers_as_the_model_says(web: SandboxWeb) -> None:
-    model = LatencyModel(WEB.seed, WEB.latency_median_s, WEB.latency_shape,
-                         WEB.slow_host_share, WEB.fail_share, WEB.trickle_share)
+    model = WEB.latency_model()
     seen = {"ok": 0, "reset": 0, "hang": 0, "trickle": 0}
     for url in web.site.seeds()[:3] + web.site.page_urls()[:27]:
         host, path = urlsplit(url).hostname or "", urlsplit(url).path or "/"
@@ -94,8 +93,7 @@ def test_server_answers_as_the_model_says(web: SandboxWeb) -> None:
 
 
 def test_idle_keepalive_connections_are_closed(web: SandboxWeb) -> None:
-    model = LatencyModel(WEB.seed, WEB.latency_median_s, WEB.latency_shape,
-                         WEB.slow_host_share, WEB.fail_share, WEB.trickle_share)
+    model = WEB.latency_model()
 
     def calm(u: str) -> bool:
         host, path = urlsplit(u).hostname or "", urlsplit(u).path or "/"
