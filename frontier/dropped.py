@@ -8,7 +8,11 @@ subdomains, as ``denied_domains`` does. Every worker re-reads the set every
 * refuses new links to those hosts (``links_dropped_domain``, frontier/scope.py);
 * ends a leased URL of such a host without a request (outcome ``dropped``,
   workers/pipeline/steps.py), and empties the rest of its host's queue
-  (lua/drop_queued.lua), writing a JSONL record for each URL it ends.
+  (lua/drop_queued.lua), writing a JSONL record for each URL it ends;
+* once per newly dropped domain, crawl-wide (the first worker to claim it), sweeps every
+  partition's ready heap for that domain's hosts and empties their queues the same way
+  (workers/runtime/drop_sweep.py), so a host whose next visit is far off does not keep its
+  URLs queued until then.
 
 So nothing is lost: each URL admitted before the drop ends with an outcome (``dropped``
 counts towards ``accounted``). A fetch already in progress when the drop is read ends as
@@ -46,6 +50,12 @@ REFRESH_S = 2.0
 DROP_BATCH = 1000
 #: Most calls one drain makes; a host left with URLs after them is emptied at its next lease.
 DRAIN_ROUNDS = 50
+#: How long one worker's claim on sweeping a newly dropped domain lasts: other workers that
+#: see the drop meanwhile leave the sweep to it (a claimer that dies leaves the rest to the
+#: leases). ``--undo`` removes the claim, so dropping the domain again sweeps again.
+SWEEP_CLAIM_S = 600
+#: Ready-heap entries one ZSCAN call reads while a sweep looks for a domain's hosts.
+SWEEP_SCAN_COUNT = 1000
 
 
 def domain_name(raw: str) -> str:
@@ -102,9 +112,34 @@ class Dropped:
         return int(self.store.r.sadd(self.store.keys.dropped, *names)) if names else 0
 
     def remove(self, domains: Iterable[str]) -> int:
-        """Undo the drop of ``domains``; returns how many were dropped."""
+        """Undo the drop of ``domains`` (and their sweeps' claims); returns how many were
+        dropped."""
         names = [domain_name(d) for d in domains]
-        return int(self.store.r.srem(self.store.keys.dropped, *names)) if names else 0
+        if not names:
+            return 0
+        for name in names:
+            self.store.r.delete(self.store.keys.drop_sweep(name))
+        return int(self.store.r.srem(self.store.keys.dropped, *names))
+
+    def claim_sweep(self, domain: str, worker: str) -> bool:
+        """True for the one worker that is to sweep newly dropped ``domain``'s queues."""
+        return bool(self.store.r.set(self.store.keys.drop_sweep(domain), worker, nx=True,
+                                     ex=SWEEP_CLAIM_S))
+
+    def hosts_under(self, domain: str, partitions: Iterable[int]) -> dict[str, int]:
+        """Hosts with queued URLs and no lease (the ready heaps: due now or waiting on their
+        delay) that ``domain`` covers: host -> partition. One ZSCAN per partition; the
+        match on the name is a prefilter, :func:`covering` the test (no look-alikes)."""
+        cover = frozenset({domain})
+        found: dict[str, int] = {}
+        for p in partitions:
+            for raw, _score in self.store.r.zscan_iter(self.store.keys.ready(p),
+                                                       match=f"*{domain}*",
+                                                       count=SWEEP_SCAN_COUNT):
+                host = text(raw)
+                if covering(cover, host) is not None:
+                    found[host] = p
+        return found
 
     def members(self) -> frozenset[str]:
         return frozenset(text(m) for m in self.store.r.smembers(self.store.keys.dropped))

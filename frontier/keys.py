@@ -194,6 +194,11 @@ class Keys:
         frontier/dropped.py)."""
         return f"{self.ns}:dropped"
 
+    def drop_sweep(self, domain: str) -> str:
+        """STRING: the worker sweeping the queues of newly dropped ``domain`` (a claim with a
+        TTL, frontier/dropped.py)."""
+        return f"{self.ns}:dropsweep:{domain}"
+
     @property
     def engines(self) -> str:
         """Hash worker id -> JSON figures of its fetch engine (workers/runtime/engine.py)."""

@@ -136,3 +136,31 @@ def test_a_view_keeps_its_copy_when_redis_is_away(redis_client: redis.Redis) -> 
     broken = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
     view._dropped = dropped_mod.Dropped(dropped_mod.Store(broken, f.config, f.keys))
     assert view.refresh(now=view._next) == {"gone.test"}
+
+
+def test_a_sweep_finds_a_domains_queued_hosts_due_or_waiting_but_not_leased_ones(
+        redis_client: redis.Redis) -> None:
+    """``hosts_under`` reads the ready heaps: a host waiting an hour on its delay is found, a
+    leased host (not in them) and look-alike names are not; one worker claims the sweep."""
+    f = make(redis_client)
+    hosts = ["sw.test", "a.sw.test", "b.sw.test:8080", "waiting.sw.test", "leased.sw.test",
+             "notsw.test", "sw.test.evil.test", "other.test"]
+    f.admit(_links(hosts, 3), now=0.0)
+    leases, _ = f.acquire(100, now=0.0)
+    by_host = {le.host: le for le in leases}
+    held = by_host.pop("leased.sw.test")
+    f.complete([Completion(le, 3600.0 if le.host == "waiting.sw.test" else 0.0, "fetched")
+                for le in by_host.values()])
+    found = f.dropped.hosts_under("sw.test", range(f.partitions))
+    assert found == _partitions(f, ["sw.test", "a.sw.test", "b.sw.test:8080", "waiting.sw.test"])
+    assert f.dropped.hosts_under("none.test", range(f.partitions)) == {}
+    taken = f.dropped.drain(found)
+    assert len(taken) == 4 * 2 and f.stats()["dropped"] == 8
+    check_invariants(f)
+    f.complete([Completion(held, 0.0, "fetched")])
+    # the sweep is claimed once; undoing the drop frees the claim for a later drop
+    f.dropped.add(["sw.test"])
+    assert f.dropped.claim_sweep("sw.test", "w1") is True
+    assert f.dropped.claim_sweep("sw.test", "w2") is False
+    f.dropped.remove(["sw.test"])
+    assert f.dropped.claim_sweep("sw.test", "w2") is True

@@ -31,15 +31,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-import redis
-
 from frontier.counters import Outcome
-from frontier.dropped import covering, dropped_reason
 from frontier.frontier import AdmitBatch, AdmitLink, AdmitResult, Entry, Lease, ip_token
 from frontier.psl import registered_domain
 from workers.pipeline.lease import LeaseResult
-from workers.pipeline.result import entry_record
 from workers.runtime import metrics
+from workers.runtime.drop_sweep import end_dropped_hosts
 from workers.runtime.visits import VisitWrites, plan_visits
 
 log = logging.getLogger(__name__)
@@ -84,30 +81,8 @@ def apply_results(ctx: Any, results: list[tuple[LeaseResult, str | None]],
     if ctx.seen is not None:
         admissions += _readmit_if_restarted(ctx, batch, str(replies[-1].get("run_id")))
     _after_admission(ctx, admissions, hints, sent)
-    if drops:
-        _drain_dropped(ctx, drops)
-
-
-def _drain_dropped(ctx: Any, hosts: dict[str, int]) -> None:
-    """Hosts whose lease just ended ``dropped`` (``trawl drop``): end the rest of their
-    queues too, with a record each, instead of one lease at a time. If Redis fails here,
-    those URLs stay queued and end one by one as their host is leased again."""
-    try:
-        taken = ctx.frontier.dropped.drain(hosts)
-    except (redis.RedisError, OSError) as exc:
-        log.warning("could not empty the queues of %d dropped hosts (%s): their URLs end "
-                    "as they are leased", len(hosts), exc)
-        return
-    now = time.time()
-    if ctx.records is not None:
-        for got in taken:
-            domain = covering(ctx.dropped.domains, got.host) or got.host
-            ctx.records.write(entry_record(
-                got.host, got.entry, Outcome.DROPPED, now, None, got.entry.attempts,
-                reason=dropped_reason(domain),
-                revisit=True if got.entry.revisit else None))
-    if taken:
-        log.info("%d queued URLs of %d dropped hosts ended", len(taken), len(hosts))
+    if drops:  # the rest of those hosts' queues: one script call a partition
+        end_dropped_hosts(ctx, drops)
 
 
 def _merge(ctx: Any, results: list[tuple[LeaseResult, str | None]],

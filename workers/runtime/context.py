@@ -34,6 +34,7 @@ from workers.dns.pool import worker_resolver
 from workers.fetch import Fetcher
 from workers.pipeline.caches import LINK_MEMO_LINKS, HostVerdicts, SeenMemo
 from workers.pipeline.revisit_state import VisitStore
+from workers.runtime.drop_sweep import DropSweeper
 from workers.runtime.fdlimit import KEPT_POOLS_PER_SLOT
 from workers.runtime.figures import process_worker_id
 from workers.runtime.revisit_plans import PlanCache
@@ -93,6 +94,8 @@ class WorkerContext:
         #: Domains an operator dropped (``trawl drop``): re-read every few seconds; a change
         #: reaches the scope and empties the link memo, whose scope answers it may change.
         self.dropped = DroppedView(self.frontier.dropped, on_change=self._dropped_changed)
+        #: Empties, once per newly dropped domain, its hosts' queues crawl-wide.
+        self.drop_sweeper = DropSweeper(self)
         self.seen = (SeenMemo() if cfg.ordering in ("bfs", "random")
                      and not self.frontier.budgets_on
                      and not isinstance(self.client, RedisCluster) else None)
@@ -126,6 +129,7 @@ class WorkerContext:
         log.warning("dropped from the crawl now: %s", ", ".join(sorted(domains)) or "none")
         self.scope.set_dropped(domains)
         self.links.clear()
+        self.drop_sweeper.domains_changed(domains)
 
     def close(self) -> None:
         self.components.close()

@@ -1,0 +1,58 @@
+"""The sweep of a newly dropped domain (workers/runtime/drop_sweep.py) in a real worker
+context on a real Redis: a host whose next visit is an hour away has its queue emptied when
+the worker first sees the drop, with a JSONL record per URL, once crawl-wide."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import redis
+
+from frontier.config import CrawlConfig
+from frontier.counters import accounted
+from frontier.frontier import AdmitLink, Completion, Entry
+from frontier.redisserver import EmbeddedRedis
+from workers.app.celery_app import configure
+from workers.cli.crawl import init_crawl
+from workers.runtime import context
+
+
+def _links(host: str, n: int) -> list[AdmitLink]:
+    return [AdmitLink(host, f"http://{host}/p{i}", Entry(f"http://{host}/p{i}", depth=1))
+            for i in range(n)]
+
+
+def test_a_far_off_hosts_queue_is_swept_once_when_its_domain_is_dropped(
+        redis_client: redis.Redis, redis_server: EmbeddedRedis, tmp_path: Path) -> None:
+    # TEST-NET-1 addresses: nothing here makes a request
+    cfg = CrawlConfig(namespace="sweep1", partitions=4, output_dir=str(tmp_path),
+                      static_hosts={"far.gone.test": "192.0.2.1", "keep.test": "192.0.2.2"}
+                      ).validate()
+    frontier = init_crawl(redis_client, cfg, ["http://far.gone.test/", "http://keep.test/"])
+    frontier.admit(_links("far.gone.test", 5) + _links("keep.test", 2), now=time.time())
+    leases, _ = frontier.acquire(10)
+    assert {le.host for le in leases} == {"far.gone.test", "keep.test"}
+    hour = time.time() + 3600  # a Crawl-delay of an hour: no lease of either host meanwhile
+    frontier.complete([Completion(le, hour, "fetched") for le in leases])
+    assert frontier.stats()["queued"] == 7
+    configure(redis_server.url, cfg.namespace)
+    context.close_context()
+    ctx = context.get_context(redis_server.url, cfg.namespace)
+    try:
+        frontier.dropped.add(["gone.test"])
+        ctx.dropped.refresh(now=time.monotonic() + 10)  # the view's next re-read
+        ctx.drop_sweeper.join(10)
+        st = frontier.stats()
+        assert st["dropped"] == 5 and st["queued"] == 2  # keep.test's stay queued
+        assert accounted(st) + st["queued"] == st["admitted"] == 9
+        # crawl-wide once: the claim stands, so another sweep (another worker's) ends nothing
+        assert ctx.drop_sweeper.sweep(["gone.test"]) == 0
+    finally:
+        context.close_context()
+    records = [json.loads(line) for p in (tmp_path / "records").glob("*.jsonl")
+               for line in p.read_text().splitlines()]
+    dropped = [r for r in records if r["outcome"] == "dropped"]
+    assert sorted(r["url"] for r in dropped) == [f"http://far.gone.test/p{i}" for i in range(5)]
+    assert all("gone.test dropped" in r["reason"] for r in dropped)
