@@ -23,6 +23,10 @@ from workers.pipeline.result import entry_record
 
 log = logging.getLogger(__name__)
 
+#: Hosts one drain call of a sweep names (each partition's script gets its share as ARGV): a
+#: domain with very many hosts is emptied in several calls, not one huge one.
+SWEEP_HOSTS_PER_DRAIN = 500
+
 
 def end_dropped_hosts(ctx: Any, hosts: dict[str, int]) -> int:
     """End every queued URL of ``hosts`` (host -> partition) that holds no lease, writing
@@ -81,10 +85,13 @@ class DropSweeper:
                 log.warning("could not sweep the queues of dropped %s (%s): its URLs end as "
                             "its hosts are leased", domain, exc)
                 continue
-            if hosts:
-                ended += end_dropped_hosts(ctx, hosts)
+            names, here = list(hosts), 0
+            for i in range(0, len(names), SWEEP_HOSTS_PER_DRAIN):
+                here += end_dropped_hosts(
+                    ctx, {h: hosts[h] for h in names[i:i + SWEEP_HOSTS_PER_DRAIN]})
             log.info("swept dropped %s: %d hosts queued, %d URLs ended", domain, len(hosts),
-                     ended)
+                     here)
+            ended += here
         return ended
 
     def join(self, timeout_s: float) -> None:
