@@ -132,12 +132,18 @@ class WorkerContext:
         self.drop_sweeper.domains_changed(domains)
 
     def close(self) -> None:
+        # a sweep under way writes records of URLs it already ended in Redis: let it finish
+        self.drop_sweeper.join(SWEEP_JOIN_S)
         self.components.close()
         if self.warc:
             self.warc.close()
         if self.records:
             self.records.close()
 
+
+#: How long closing a worker waits for a drop sweep under way (its records are written after
+#: the URLs ended in Redis).
+SWEEP_JOIN_S = 30.0
 
 _context: WorkerContext | None = None
 _context_lock = threading.Lock()

@@ -95,7 +95,7 @@ class DropSweeper:
         return ended
 
     def join(self, timeout_s: float) -> None:
-        """Wait for the sweeps under way (tests; a worker that stops leaves them)."""
+        """Wait up to ``timeout_s`` for the sweeps under way (a closing worker, tests)."""
         deadline = time.monotonic() + timeout_s
         for thread in list(self._threads):
             thread.join(max(0.0, deadline - time.monotonic()))
