@@ -253,7 +253,7 @@ class NetnsWeb(SandboxWeb):
         super().__init__(config, log_path, **kw)
         self.net = net
 
-    def _argv(self) -> list[str]:
+    def command(self) -> list[str]:
         return self.net.argv("web", [
             sys.executable, "-m", "tests.netns", "serve-web",
             "--config", json.dumps(self.config.to_dict()),
