@@ -69,17 +69,19 @@ def _base_headers(reply: Reply, now: float, start: float) -> dict[str, str]:
 
 
 async def _trickle(request: web.BaseRequest, status: int, headers: dict[str, str], body: bytes,
-                   answer: Answer) -> web.StreamResponse:
-    """Send ``body`` in ``answer.trickle_chunks`` chunks, the server time spread between them."""
+                   answer: Answer) -> tuple[web.StreamResponse, float]:
+    """Send ``body`` in ``answer.trickle_chunks`` chunks, the server time spread between them;
+    returns the response and when its headers went out (the log's ``sent``)."""
     stream = web.StreamResponse(status=status, headers=headers)
     stream.content_length = len(body)
     await stream.prepare(request)
+    sent = time.time()
     step = -(-len(body) // answer.trickle_chunks)
     for i in range(0, len(body), step):
         await asyncio.sleep(answer.delay_s / answer.trickle_chunks)
         await stream.write(body[i:i + step])
     await stream.write_eof()
-    return stream
+    return stream, sent
 
 
 class SandboxServer:
@@ -185,8 +187,7 @@ class SandboxServer:
                     status, body = 304, b""
                     del headers["Content-Type"]
             if answer is not None and answer.trickle_chunks and len(body) > 1:
-                sent = time.time()
-                stream = await _trickle(request, status, headers, body, answer)
+                stream, sent = await _trickle(request, status, headers, body, answer)
                 nbytes = len(body)
                 return stream
             resp = web.Response(status=status, body=body, headers=headers)
