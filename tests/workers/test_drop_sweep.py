@@ -12,16 +12,12 @@ import redis
 
 from frontier.config import CrawlConfig
 from frontier.counters import accounted
-from frontier.frontier import AdmitLink, Completion, Entry
+from frontier.frontier import Completion
 from frontier.redisserver import EmbeddedRedis
+from tests.frontier.test_dropped import _links
 from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
 from workers.runtime import context
-
-
-def _links(host: str, n: int) -> list[AdmitLink]:
-    return [AdmitLink(host, f"http://{host}/p{i}", Entry(f"http://{host}/p{i}", depth=1))
-            for i in range(n)]
 
 
 def test_a_far_off_hosts_queue_is_swept_once_when_its_domain_is_dropped(
@@ -31,7 +27,7 @@ def test_a_far_off_hosts_queue_is_swept_once_when_its_domain_is_dropped(
                       static_hosts={"far.gone.test": "192.0.2.1", "keep.test": "192.0.2.2"}
                       ).validate()
     frontier = init_crawl(redis_client, cfg, ["http://far.gone.test/", "http://keep.test/"])
-    frontier.admit(_links("far.gone.test", 5) + _links("keep.test", 2), now=time.time())
+    frontier.admit(_links(["far.gone.test"], 5) + _links(["keep.test"], 2), now=time.time())
     leases, _ = frontier.acquire(10)
     assert {le.host for le in leases} == {"far.gone.test", "keep.test"}
     hour = time.time() + 3600  # a Crawl-delay of an hour: no lease of either host meanwhile
