@@ -36,7 +36,7 @@ second of that clock for the whole page set the planner covers.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -49,6 +49,9 @@ from freshness.explore import ProbeRule, lower_bound, probe_interval_s
 from freshness.history import VisitHistory
 from freshness.policies import PlanError, Policy, frequencies
 from freshness.solver import frequencies_at
+
+#: A history's interval MLE for a prior (``VisitHistory.mle``, or one a replan solved).
+Mle = Callable[[Prior | None], Estimate]
 
 
 class RevisitPolicy(StrEnum):
@@ -193,40 +196,54 @@ class RevisitPlanner:
         """Visits per second of a page changing at ``rate`` with importance ``weight``, under
         the last replan (unclipped: what ``plan()`` gives that page). Adaptive: the uniform
         share (the rule sets intervals itself, see ``interval_s``)."""
-        s, norm = self.settings, self._norm
         if not (math.isfinite(rate) and rate >= 0 and math.isfinite(weight) and weight >= 0):
             raise PlanError(f"rate and weight must be finite and >= 0, got {rate}, {weight}")
+        return float(self.frequencies_of(np.array([rate], dtype=float),
+                                         np.array([weight], dtype=float))[0])
+
+    def frequencies_of(self, rates: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """``frequency`` of many pages at once (a replan moves every scheduled page)."""
+        lam = np.asarray(rates, dtype=float)
+        w = np.ones_like(lam) if weights is None else np.asarray(weights, dtype=float)
+        if not (np.all(np.isfinite(lam)) and np.all(lam >= 0) and np.all(np.isfinite(w))
+                and np.all(w >= 0)):
+            raise PlanError("rates and weights must be finite and >= 0")
+        s, norm = self.settings, self._norm
         if s.policy is RevisitPolicy.FIXED:
             assert s.fixed_interval_s is not None  # checked by the settings
-            return 1.0 / s.fixed_interval_s
+            return np.full(lam.shape, 1.0 / s.fixed_interval_s)
         if norm is None or s.policy in (RevisitPolicy.UNIFORM, RevisitPolicy.ADAPTIVE):
-            return s.budget_per_s / self.pages
+            return np.full(lam.shape, s.budget_per_s / self.pages)
         if s.policy is RevisitPolicy.PROPORTIONAL:
-            score = weight * rate
+            score = w * lam
         elif s.policy is RevisitPolicy.SQRT:
-            score = math.sqrt(weight * rate)
+            score = np.sqrt(w * lam)
         else:
-            return self._optimal(rate, weight, norm.mu)
-        return norm.budget * score / norm.total if norm.total > 0 else 0.0
+            return self._optimal(lam, w, norm.mu)
+        return norm.budget * score / norm.total if norm.total > 0 else np.zeros(lam.shape)
 
-    def _optimal(self, rate: float, weight: float, mu: float | None) -> float:
-        if mu is None or rate <= 0 or weight <= 0:
-            return 0.0
-        # freshness: 0 when μλ/w >= 1 (changes too fast to be worth a visit at this budget)
-        f = frequencies_at(np.array([rate]), np.array([weight]), mu, self.settings.policy.value)
-        return float(f[0])
+    def _optimal(self, lam: np.ndarray, w: np.ndarray, mu: float | None) -> np.ndarray:
+        f = np.zeros(lam.shape)
+        visited = (lam > 0) & (w > 0)
+        if mu is not None and visited.any():
+            # freshness: 0 when μλ/w >= 1 (changes too fast to be worth a visit at this budget)
+            f[visited] = frequencies_at(lam[visited], w[visited], mu, self.settings.policy.value)
+        return f
 
-    def estimate_of(self, history: VisitHistory | None) -> Estimate:
-        """The rate estimate of a page (see the module docstring for the rule)."""
+    def estimate_of(self, history: VisitHistory | None, mle: Mle | None = None) -> Estimate:
+        """The rate estimate of a page (see the module docstring for the rule). ``mle``: the
+        history's interval MLE for a prior (default ``history.mle``; a replan passes
+        estimates it solved for all its pages at once, freshness/batch.py)."""
         prior = self._prior
         if history is None or history.visits == 0:
             return (Estimate(prior.rate, Kind.NO_DATA, math.inf) if prior
                     else Estimate(0.0, Kind.NO_DATA, math.inf))
+        mle = mle or history.mle
         if self.settings.probe is not None:
-            own = history.mle(None)
+            own = mle(None)
             if own.kind is Kind.SATURATED:  # a lower bound: no prior may pull it down
                 return self._censored(own)
-        if history.lm_trusted() and not self._lm_contradicted(history):
+        if history.lm_trusted() and not self._lm_contradicted(history, mle):
             alpha, beta = (prior.strength, prior.strength / prior.rate) if prior else (0.0, 0.0)
             changes, exposure = history.x_lm + alpha, history.lm_exposure_s + beta
             if exposure > 0 and changes > 0:
@@ -234,7 +251,7 @@ class RevisitPlanner:
                 return Estimate(changes / exposure, kind, 1.0 / math.sqrt(changes))
             if exposure > 0:
                 return Estimate(0.0, Kind.NO_CHANGE, math.inf)
-        return history.mle(prior)
+        return mle(prior)
 
     @property
     def censored_cap(self) -> float:
@@ -256,13 +273,13 @@ class RevisitPlanner:
             return Estimate(max(bound.rate, self.censored_cap), Kind.SATURATED, math.inf)
         return bound
 
-    def _lm_contradicted(self, history: VisitHistory) -> bool:
+    def _lm_contradicted(self, history: VisitHistory, mle: Mle) -> bool:
         """With probing on: the interval data put the rate surely above the Last-Modified
         estimate (a saturated MLE is itself a lower bound). Off: never (the old rule)."""
         if self.settings.probe is None or history.n_changed == 0:
             return False
         lm = history.last_modified_rate() or 0.0
-        est = history.mle(None)
+        est = mle(None)
         if est.kind is Kind.SATURATED:
             return est.rate > lm
         low = est.rate * (1.0 - LM_CONTRADICTION_SIGMAS * est.rel_error)
@@ -353,6 +370,24 @@ class RevisitPlanner:
         clipped, max_interval_s where f = 0."""
         f = self.frequency(rate, weight)
         return self._clip(1.0 / f) if f > 0 else self.settings.max_interval_s
+
+    def intervals_of(self, histories: Sequence[VisitHistory | None],
+                     rates: np.ndarray) -> np.ndarray:
+        """``interval_s`` (weight 1, no new visit) of many pages at once, given each one's
+        ``rate_of``: what a replan moves its scheduled pages by."""
+        s = self.settings
+        if s.policy is RevisitPolicy.ADAPTIVE:
+            return np.array([self.interval_s(h) for h in histories], dtype=float)
+        f = self.frequencies_of(rates)
+        with np.errstate(divide="ignore"):
+            planned = np.where(f > 0, np.clip(1.0 / f, s.min_interval_s, s.max_interval_s),
+                               s.max_interval_s)
+        if s.probe is not None and s.policy in RATE_DRIVEN:
+            for i, history in enumerate(histories):
+                probe = self.probe_s(history)
+                if probe is not None:
+                    planned[i] = min(planned[i], self._clip(probe))
+        return planned
 
     def _clip(self, interval_s: float) -> float:
         return min(max(interval_s, self.settings.min_interval_s), self.settings.max_interval_s)

@@ -57,11 +57,22 @@ class HistoryStore:
     def get_many(self, urls: Sequence[str]) -> list[VisitHistory | None]:
         """The records of ``urls`` (None where there is none; an unreadable record is
         logged, counted in ``bad_records`` and read as None)."""
+        # one HMGET a hash, not an HGET a URL: a replan reads a whole partition's records
+        by_key: dict[str, tuple[list[int], list[bytes]]] = {}
+        for i, url in enumerate(urls):
+            key, fld = self.location(url)
+            at, fields = by_key.setdefault(key, ([], []))
+            at.append(i)
+            fields.append(fld)
         pipe = self.client.pipeline(transaction=False)
-        for url in urls:
-            pipe.hget(*self.location(url))
+        for key, (_, fields) in by_key.items():
+            pipe.hmget(key, fields)
+        raws: list[bytes | None] = [None] * len(urls)
+        for (at, _), values in zip(by_key.values(), pipe.execute(), strict=True):
+            for i, raw in zip(at, values, strict=True):
+                raws[i] = raw
         out: list[VisitHistory | None] = []
-        for url, raw in zip(urls, pipe.execute(), strict=True):
+        for url, raw in zip(urls, raws, strict=True):
             try:
                 out.append(VisitHistory.unpack(raw) if raw is not None else None)
             except RecordError as exc:

@@ -1,6 +1,6 @@
 """A continuous crawl run inside the test process (tests/inprocess.py's loop, plus the
-scheduler's revisit promotion and replanning): for tests that need real revisits without
-worker processes."""
+scheduler's revisit promotion and the member's replanning): for tests that need real revisits
+without worker processes."""
 
 from __future__ import annotations
 
@@ -53,6 +53,7 @@ def crawl_for(redis_url: str, frontier: Frontier, seconds: float,
             if callable(until) and until():
                 break
             owner.step(time.time(), parts)
+            owner.replan_due(time.time(), parts)  # a member does this on a thread of its own
             leases, _ = frontier.acquire(8)
             if not leases:
                 time.sleep(0.02)

@@ -61,6 +61,8 @@ LOG_EVERY_S = 10.0
 #: A scheduler thread that failed (Redis or the broker away, a bug) waits this long before
 #: it tries again. Not a setting: the heartbeat decides ownership meanwhile.
 SCHEDULER_RETRY_S = 1.0
+#: How often the replanning thread looks for an owned partition due for its replan.
+REPLAN_POLL_S = 1.0
 
 
 class Member:
@@ -291,12 +293,26 @@ class Member:
                 log.exception("scheduler step failed; retrying")
                 self._stop.wait(SCHEDULER_RETRY_S)
 
+    def _replan_loop(self) -> None:
+        """Continuous crawling: replan the owned partitions, apart from the scheduler's
+        thread (workers/cluster/revisits.py ``replan_due``)."""
+        revisits = self.scheduler.revisits
+        assert revisits is not None
+        while not self._stop.is_set():
+            try:
+                revisits.replan_due(time.time(), list(self.owners()), self._stop)
+            except Exception:  # owners() met Redis away, or a bug: the next round retries
+                log.exception("revisit replanning failed; retrying")
+            self._stop.wait(REPLAN_POLL_S)
+
     def start(self, schedule: bool = True) -> Member:
         try:
             self.heartbeat()
         except redis.RedisError as exc:  # Redis away at start: the heartbeat loop retries
             self._log_failure(exc, "first heartbeat failed")
         loops = [self._heartbeat_loop] + ([self._schedule_loop] if schedule else [])
+        if schedule and self.scheduler.revisits is not None:
+            loops.append(self._replan_loop)
         for target in loops:
             t = threading.Thread(target=target, name=f"trawl-{target.__name__}", daemon=True)
             t.start()

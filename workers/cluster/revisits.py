@@ -1,6 +1,6 @@
-"""The partition owner's part of continuous crawling, run from the scheduler's step: promote
-due revisits into host queues (frontier/revisits.py, within the budget's token buckets), and
-replan each owned partition every ``revisit_replan_s``.
+"""The partition owner's part of continuous crawling: promote due revisits into host queues
+(frontier/revisits.py, within the budget's token buckets), from the scheduler's step; and
+replan each owned partition every ``revisit_replan_s``, from a thread of the member's own.
 
 Replanning a partition: read the histories of the URLs in its schedule, estimate each one's
 change rate (``RevisitPlanner.rate_of``), ``replan`` with the partition's share of the
@@ -13,13 +13,15 @@ holds). URLs in queues or leases at that moment are left out of the rates: a sam
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import math
+import threading
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 import numpy as np
 
+from freshness.batch import rates_of
 from freshness.estimators import fitted_prior
-from freshness.history import VisitHistory
 from freshness.policies import PlanError
 from freshness.revisit import RevisitPlanner
 from frontier.frontier import Frontier
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 PROMOTE_EVERY_S = 0.1
 #: Most scheduled URLs one replan reads per partition (a sample beyond it).
 REPLAN_MAX_URLS = 200_000
+#: Scheduled URLs one ZADD of a replan moves.
+ZADD_CHUNK = 1000
 #: How often the partitions' shares of the budget are re-read (their schedules' sizes). Not
 #: a setting: shares follow the schedules' slow growth; the sum is the budget at any time.
 SHARES_EVERY_S = 5.0
@@ -66,14 +70,27 @@ class RevisitOwner:
             self.promoted += reply.promoted
             if reply.promoted:
                 woke[p] = reply.woke if reply.woke is not None else now
-        for p in owners:
-            if now - self._replanned.get(p, 0.0) >= self.config.revisit_replan_s:
-                self._replanned[p] = now
-                try:
-                    self.replan(p)
-                except Exception as exc:  # a plan must never stop the scheduler
-                    log.warning("revisit replan of partition %d failed: %s", p, exc)
         return woke
+
+    def replan_due(self, now: float, partitions: Iterable[int],
+                   stop: threading.Event | None = None) -> int:
+        """Replan each of ``partitions`` not replanned for ``revisit_replan_s``, one after
+        another (until ``stop`` is set); returns how many were replanned. A member runs this
+        on a thread of its own (workers/cluster/member.py): a partition of 200,000 scheduled
+        URLs takes seconds, which the scheduler's leasing must not wait for."""
+        done = 0
+        for p in partitions:
+            if stop is not None and stop.is_set():
+                break
+            if now - self._replanned.get(p, -math.inf) < self.config.revisit_replan_s:
+                continue
+            self._replanned[p] = now
+            try:
+                self.replan(p)
+                done += 1
+            except Exception as exc:  # a plan must never stop the member
+                log.warning("revisit replan of partition %d failed: %s", p, exc)
+        return done
 
     def replan(self, partition: int) -> int:
         """Replan one partition (see the module docstring); returns URLs rescheduled."""
@@ -90,24 +107,27 @@ class RevisitOwner:
         known = [(m, h) for m, h in zip(members, histories, strict=True) if h is not None]
         if not known:
             return 0
+        kept = [h for _, h in known]
         # empirical Bayes (freshness/estimators.py fitted_prior): a prior fitted to the
         # partition's own rates, stored with the plan for the workers; the settings' weak
         # prior while no page has changed yet
         bare = RevisitPlanner(replace(planner.settings, prior=None))
-        planner.use_prior(fitted_prior([bare.rate_of(h) for _, h in known],
-                                       [h.unchanged_s + h.changed_s for _, h in known]))
+        planner.use_prior(fitted_prior(rates_of(bare, kept),
+                                       [h.unchanged_s + h.changed_s for h in kept]))
+        rates = rates_of(planner, kept)
         try:
-            planner.replan(np.array([planner.rate_of(h) for _, h in known]))
+            planner.replan(rates)
         except PlanError as exc:
             log.warning("partition %d: no revisit plan: %s", partition, exc)
             return 0
+        due = np.array([h.last_visit_s for h in kept], dtype=float) + \
+            planner.intervals_of(kept, rates)
         pipe = r.pipeline(transaction=False)
         pipe.set(keys.revisit_plan(partition), plan_json(planner))
-        for member, history in known:
-            pipe.zadd(keys.revisits(partition), {member: _due(planner, history)}, xx=True)
+        for at in range(0, len(known), ZADD_CHUNK):
+            chunk = known[at:at + ZADD_CHUNK]
+            pipe.zadd(keys.revisits(partition),
+                      {m: float(d) for (m, _), d in zip(chunk, due[at:at + ZADD_CHUNK],
+                                                        strict=True)}, xx=True)
         pipe.execute()
         return len(known)
-
-
-def _due(planner: RevisitPlanner, history: VisitHistory) -> float:
-    return history.last_visit_s + planner.interval_s(history)
