@@ -56,6 +56,12 @@ DRAIN_ROUNDS = 50
 SWEEP_CLAIM_S = 600
 #: Ready-heap entries one ZSCAN call reads while a sweep looks for a domain's hosts.
 SWEEP_SCAN_COUNT = 1000
+#: Delete a sweep claim only if it is still the caller's (it may have expired and been
+#: taken by another worker meanwhile).
+_RELEASE_IF_MINE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
 
 
 def domain_name(raw: str) -> str:
@@ -125,6 +131,12 @@ class Dropped:
         """True for the one worker that is to sweep newly dropped ``domain``'s queues."""
         return bool(self.store.r.set(self.store.keys.drop_sweep(domain), worker, nx=True,
                                      ex=SWEEP_CLAIM_S))
+
+    def release_sweep(self, domain: str, worker: str) -> bool:
+        """Give up ``worker``'s claim on sweeping ``domain`` (its sweep failed), so that a
+        worker that sees the drop later sweeps it; True when the claim was this worker's."""
+        return bool(self.store.r.eval(_RELEASE_IF_MINE, 1, self.store.keys.drop_sweep(domain),
+                                      worker))
 
     def hosts_under(self, domain: str, partitions: Iterable[int]) -> dict[str, int]:
         """Hosts with queued URLs and no lease (the ready heaps: due now or waiting on their

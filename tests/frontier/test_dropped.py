@@ -164,3 +164,8 @@ def test_a_sweep_finds_a_domains_queued_hosts_due_or_waiting_but_not_leased_ones
     assert f.dropped.claim_sweep("sw.test", "w2") is False
     f.dropped.remove(["sw.test"])
     assert f.dropped.claim_sweep("sw.test", "w2") is True
+    # a failed sweep gives back only its own claim, not one another worker took since
+    assert f.dropped.release_sweep("sw.test", "w1") is False
+    assert f.dropped.claim_sweep("sw.test", "w3") is False
+    assert f.dropped.release_sweep("sw.test", "w2") is True
+    assert f.dropped.claim_sweep("sw.test", "w3") is True

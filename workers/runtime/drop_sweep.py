@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 #: Hosts one drain call of a sweep names (each partition's script gets its share as ARGV): a
 #: domain with very many hosts is emptied in several calls, not one huge one.
 SWEEP_HOSTS_PER_DRAIN = 500
+#: Pauses between a sweep's tries to read the queued hosts while Redis fails (then the claim
+#: is given back).
+SWEEP_RETRY_S = (1.0, 2.0, 4.0, 8.0)
 
 
 def end_dropped_hosts(ctx: Any, hosts: dict[str, int]) -> int:
@@ -80,10 +83,12 @@ class DropSweeper:
             try:
                 if not ctx.frontier.dropped.claim_sweep(domain, ctx.worker_id):
                     continue  # another worker sweeps it
-                hosts = ctx.frontier.dropped.hosts_under(domain, range(ctx.frontier.partitions))
             except (redis.RedisError, OSError) as exc:
-                log.warning("could not sweep the queues of dropped %s (%s): its URLs end as "
+                log.warning("could not claim the sweep of dropped %s (%s): its URLs end as "
                             "its hosts are leased", domain, exc)
+                continue
+            hosts = self._hosts_under(domain)
+            if hosts is None:
                 continue
             names, here = list(hosts), 0
             for i in range(0, len(names), SWEEP_HOSTS_PER_DRAIN):
@@ -93,6 +98,29 @@ class DropSweeper:
                      here)
             ended += here
         return ended
+
+    def _hosts_under(self, domain: str) -> dict[str, int] | None:
+        """The claimed domain's queued hosts, retried through a short Redis outage; None
+        after the last try, with the claim given back (a worker that sees the drop later
+        sweeps it; meanwhile its URLs end as its hosts are leased)."""
+        frontier, worker = self._ctx.frontier, self._ctx.worker_id
+        for attempt, pause_s in enumerate((*SWEEP_RETRY_S, None), start=1):
+            try:
+                return frontier.dropped.hosts_under(domain, range(frontier.partitions))
+            except (redis.RedisError, OSError) as exc:
+                if pause_s is None:
+                    log.warning("could not sweep the queues of dropped %s after %d tries "
+                                "(%s): its URLs end as its hosts are leased", domain, attempt,
+                                exc)
+                    break
+                log.info("sweep of dropped %s: %s; trying again in %.0f s", domain, exc,
+                         pause_s)
+                time.sleep(pause_s)
+        try:
+            frontier.dropped.release_sweep(domain, worker)
+        except (redis.RedisError, OSError) as exc:  # the claim then expires (SWEEP_CLAIM_S)
+            log.warning("could not give back the sweep claim of %s: %s", domain, exc)
+        return None
 
     def join(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` for the sweeps under way (a closing worker, tests)."""
