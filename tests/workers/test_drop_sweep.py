@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from frontier.config import CrawlConfig
 from frontier.counters import accounted
@@ -18,7 +20,8 @@ from frontier.redisserver import EmbeddedRedis
 from tests.frontier.test_dropped import _links
 from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
-from workers.runtime import context
+from workers.runtime import context, metrics
+from workers.runtime.metrics import WorkerMetrics
 
 
 def _far_off_crawl(redis_client: redis.Redis, tmp_path: Path, namespace: str
@@ -44,16 +47,23 @@ def test_a_far_off_hosts_queue_is_swept_once_when_its_domain_is_dropped(
     configure(redis_server.url, cfg.namespace)
     context.close_context()
     ctx = context.get_context(redis_server.url, cfg.namespace)
+    counted = WorkerMetrics("worker", "w", cfg.namespace)
+    metrics.activate(counted)
     try:
         frontier.dropped.add(["gone.test"])
         ctx.dropped.refresh(now=time.monotonic() + 10)  # the view's next re-read
         ctx.drop_sweeper.join(10)
         st = frontier.stats()
         assert st["dropped"] == 5 and st["queued"] == 2  # keep.test's stay queued
+        # and Prometheus counts them with the leases that ended dropped
+        scraped = text_string_to_metric_families(generate_latest(counted.registry).decode())
+        assert [s.value for f in scraped for s in f.samples
+                if s.name == "trawl_leases_total" and s.labels["outcome"] == "dropped"] == [5]
         assert accounted(st) + st["queued"] == st["admitted"] == 9
         # crawl-wide once: the claim stands, so another sweep (another worker's) ends nothing
         assert ctx.drop_sweeper.sweep(["gone.test"]) == 0
     finally:
+        metrics.activate(None)
         context.close_context()
     records = [json.loads(line) for p in (tmp_path / "records").glob("*.jsonl")
                for line in p.read_text().splitlines()]

@@ -20,6 +20,7 @@ import redis
 from frontier.counters import Outcome
 from frontier.dropped import covering, dropped_reason
 from workers.pipeline.result import entry_record
+from workers.runtime import metrics
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ def end_dropped_hosts(ctx: Any, hosts: dict[str, int]) -> int:
                     "as they are leased", len(hosts), exc)
         return 0
     now = time.time()
+    counted = metrics.active()
+    if counted is not None:  # as the leases that end dropped are (trawl_leases_total)
+        counted.count_outcome(Outcome.DROPPED, len(taken))
     if ctx.records is not None:
         for got in taken:
             domain = covering(ctx.dropped.domains, got.host) or got.host

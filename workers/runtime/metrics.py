@@ -52,7 +52,8 @@ class WorkerMetrics:
                      ["role", "name", "crawl"], registry=r)
         info.labels(role, name, crawl).set(1)
         self.leases = Counter("trawl_leases", "Leases ended by this process, by outcome "
-                              "(frontier/counters.py Outcome: fetched, failed, retries, ...)",
+                              "(frontier/counters.py Outcome: fetched, failed, retries, ...), "
+                              "and queued URLs of dropped hosts it ended (dropped)",
                               ["outcome"], registry=r)
         self.bytes = Counter("trawl_response_bytes", "Response body bytes received, by the "
                              "outcome of the lease they came for", ["outcome"], registry=r)
@@ -136,7 +137,8 @@ class WorkerMetrics:
         return None
 
     def count_outcome(self, outcome: Outcome, n: int = 1) -> None:
-        """Leases the scheduler ended itself (deferred, unsent)."""
+        """URLs ended outside a fetch: leases the scheduler ended itself (deferred, unsent),
+        queued URLs of dropped hosts (workers/runtime/drop_sweep.py)."""
         if n:
             self._by_outcome[outcome.value][0].inc(n)
 
