@@ -299,9 +299,11 @@ class Member:
         revisits = self.scheduler.revisits
         assert revisits is not None
         while not self._stop.is_set():
+            with self._lock:  # not owners(): the scheduler's thread takes the fenced reports
+                held = list(self._drop_if_lapsed())
             try:
-                revisits.replan_due(time.time(), list(self.owners()), self._stop)
-            except Exception:  # owners() met Redis away, or a bug: the next round retries
+                revisits.replan_due(time.time(), held, self._stop)
+            except Exception:  # a bug: the next round retries
                 log.exception("revisit replanning failed; retrying")
             self._stop.wait(REPLAN_POLL_S)
 
