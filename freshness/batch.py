@@ -128,26 +128,28 @@ def _rel_errors(lam: np.ndarray, t: np.ndarray, n: np.ndarray, u_mean: np.ndarra
 
 def rates_of(planner: RevisitPlanner, histories: Sequence[VisitHistory | None]) -> np.ndarray:
     """``[planner.rate_of(h) for h in histories]``, with the interval MLEs solved together
-    (the rule that picks between them and Last-Modified stays ``estimate_of``'s)."""
+    (the rule that picks between them and Last-Modified stays ``estimate_of``'s). The MLE
+    without a prior is solved only where the rule may ask for it: no prior, or probing on."""
     known = [h for h in histories if h is not None and h.visits]
-    own = iter(mle_many(known, None))
     prior = planner.prior
-    shrunk = iter(mle_many(known, prior)) if prior is not None else None
+    own = mle_many(known, None) if prior is None or planner.settings.probe is not None \
+        else [None] * len(known)
+    shrunk = mle_many(known, prior) if prior is not None else [None] * len(known)
+    solved = iter(zip(own, shrunk, strict=True))
     rates = np.zeros(len(histories))
     for i, history in enumerate(histories):
         if history is None or not history.visits:
             rates[i] = planner.rate_of(history)
             continue
-        mine, theirs = next(own), next(shrunk) if shrunk is not None else None
+        mine, theirs = next(solved)
         rates[i] = planner.estimate_of(history, partial(_solved, mine, theirs, prior)).rate
     return rates
 
 
-def _solved(own: Estimate, shrunk: Estimate | None, prior: Prior | None,
+def _solved(own: Estimate | None, shrunk: Estimate | None, prior: Prior | None,
             asked: Prior | None) -> Estimate:
-    """The MLE ``estimate_of`` asked for, from the two solved: no prior, or the planner's."""
-    if asked is None:
-        return own
-    if asked != prior or shrunk is None:
+    """The MLE ``estimate_of`` asked for, of the ones solved: no prior, or the planner's."""
+    found = own if asked is None else shrunk if asked == prior else None
+    if found is None:
         raise ValueError(f"no MLE was solved for the prior {asked}")
-    return shrunk
+    return found
