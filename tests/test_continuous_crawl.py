@@ -294,6 +294,34 @@ def test_dedup_never_flags_a_page_as_its_own_copy(crawl: Crawl) -> None:
     assert dedup.check(url, host_of(url), body, record=False).canonical_url != url
 
 
+def test_replan_due_replans_each_partition_once_a_period_and_times_it(crawl: Crawl) -> None:
+    """A member's replan thread calls ``replan_due`` every second: each held partition is
+    replanned once per ``revisit_replan_s``, and each replan's time is observed in
+    trawl_revisit_replan_duration_seconds (parsed from the registry's Prometheus text)."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from workers.runtime import metrics
+    from workers.runtime.metrics import WorkerMetrics
+
+    fr = crawl.frontier
+    owner = RevisitOwner(Frontier(fr.r, fr.config.replace(revisit_policy="freshness",
+                                                          revisit_replan_s=60.0)))
+    counted = WorkerMetrics("worker", "w", fr.config.namespace)
+    metrics.activate(counted)
+    try:
+        now = time.time()
+        assert owner.replan_due(now, range(PARTITIONS)) == PARTITIONS
+        assert owner.replan_due(now + 30, range(PARTITIONS)) == 0  # within the period
+        assert owner.replan_due(now + 61, [1]) == 1
+    finally:
+        metrics.activate(None)
+    samples = {s.name: s.value for f in text_string_to_metric_families(
+        generate_latest(counted.registry).decode()) for s in f.samples if not s.labels.get("le")}
+    assert samples["trawl_revisit_replan_duration_seconds_count"] == PARTITIONS + 1
+    assert samples["trawl_revisit_replan_duration_seconds_sum"] > 0
+
+
 def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:
     """An owner's replan under the freshness policy stores the partition's plan (and its
     fitted prior) for the workers and moves each scheduled URL to its last visit + its new

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
@@ -27,6 +28,7 @@ from freshness.revisit import RevisitPlanner
 from frontier.frontier import Frontier
 from frontier.revisits import member_entry
 from workers.pipeline.revisit_state import VisitStore
+from workers.runtime import metrics
 from workers.runtime.revisit_plans import plan_json, planner_from, planner_settings
 
 log = logging.getLogger(__name__)
@@ -85,11 +87,16 @@ class RevisitOwner:
             if now - self._replanned.get(p, -math.inf) < self.config.revisit_replan_s:
                 continue
             self._replanned[p] = now
+            started = time.monotonic()
             try:
                 self.replan(p)
                 done += 1
             except Exception as exc:  # a plan must never stop the member
                 log.warning("revisit replan of partition %d failed: %s", p, exc)
+                continue
+            counted = metrics.active()
+            if counted is not None:
+                counted.replan_seconds.observe(time.monotonic() - started)
         return done
 
     def replan(self, partition: int) -> int:

@@ -85,6 +85,10 @@ class WorkerMetrics:
                                "told to wait for their IP", registry=r)
         self.reaped = Counter("trawl_leases_requeued", "Expired leases this process's "
                               "scheduler put back in their queues", registry=r)
+        self.replan_seconds = Histogram("trawl_revisit_replan_duration_seconds", "Wall time "
+                                        "of one partition's revisit replan (continuous "
+                                        "crawling; on the member's replan thread)",
+                                        buckets=FETCH_BUCKETS, registry=r)
         # Children made once: labels() takes a lock and a dict lookup on every call.
         self._by_outcome = {o.value: (self.leases.labels(o.value), self.bytes.labels(o.value))
                             for o in Outcome}
