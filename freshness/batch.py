@@ -4,8 +4,9 @@ A replan estimates the rate of every scheduled URL of a partition (up to 200,000
 once without a prior (to fit the partition's prior) and once with it. ``mle_rate`` solves
 one history at a time with numpy on 24-element arrays and scipy's ``brentq``: ~75 us a
 history, so a replan of 100,000 URLs took 23 s of the scheduler's thread (measured
-2026-12-07, bench/replan_cost.py). Here every history's score equation is solved together
-on an (N, 24) array, by Newton's method from the left end of its bracket.
+2026-12-07; bench/replan_cost.py times the old per-page path beside the replan). Here every
+history's score equation is solved together on an (N, 24) array, by Newton's method from the
+left end of its bracket.
 
 Same estimate as ``mle_rate`` (to its tolerance, tests/freshness/test_batch.py compares them
 on random histories): the score S(λ) = Σ nₖtₖ/(e^{λtₖ} − 1) − Sᵤ + α/λ − β is decreasing and
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 #: Newton steps before a history left unsolved goes to the scalar ``mle_rate``.
 MAX_STEPS = 60
 #: A root is taken when a step moves it by less than this, relative (``mle_rate``'s brentq
-#: stops at 1e-12).
+#: stops within rtol 1e-12 or an absolute 2e-12 per second, whichever is looser).
 RTOL = 1e-13
 
 _KINDS = (Kind.POINT, Kind.NO_CHANGE, Kind.SATURATED, Kind.NO_DATA)
