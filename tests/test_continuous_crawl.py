@@ -298,9 +298,7 @@ def test_replan_due_replans_each_partition_once_a_period_and_times_it(crawl: Cra
     """A member's replan thread calls ``replan_due`` every second: each held partition is
     replanned once per ``revisit_replan_s``, and each replan's time is observed in
     trawl_revisit_replan_duration_seconds (parsed from the registry's Prometheus text)."""
-    from prometheus_client import generate_latest
-    from prometheus_client.parser import text_string_to_metric_families
-
+    from tests.promtext import of_registry, value
     from workers.runtime import metrics
     from workers.runtime.metrics import WorkerMetrics
 
@@ -316,10 +314,9 @@ def test_replan_due_replans_each_partition_once_a_period_and_times_it(crawl: Cra
         assert owner.replan_due(now + 61, [1]) == 1
     finally:
         metrics.activate(None)
-    samples = {s.name: s.value for f in text_string_to_metric_families(
-        generate_latest(counted.registry).decode()) for s in f.samples if not s.labels.get("le")}
-    assert samples["trawl_revisit_replan_duration_seconds_count"] == PARTITIONS + 1
-    assert samples["trawl_revisit_replan_duration_seconds_sum"] > 0
+    scraped = of_registry(counted.registry)
+    assert value(scraped, "trawl_revisit_replan_duration_seconds_count") == PARTITIONS + 1
+    assert value(scraped, "trawl_revisit_replan_duration_seconds_sum") > 0
 
 
 def test_replan_moves_only_scheduled_urls(crawl: Crawl) -> None:

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import redis
-from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from frontier.config import CrawlConfig
 from frontier.counters import accounted
 from frontier.frontier import Completion, Frontier
 from frontier.redisserver import EmbeddedRedis
 from tests.frontier.test_dropped import _links
+from tests.promtext import of_registry, value
 from workers.app.celery_app import configure
 from workers.cli.crawl import init_crawl
 from workers.runtime import context, metrics
@@ -56,9 +55,7 @@ def test_a_far_off_hosts_queue_is_swept_once_when_its_domain_is_dropped(
         st = frontier.stats()
         assert st["dropped"] == 5 and st["queued"] == 2  # keep.test's stay queued
         # and Prometheus counts them with the leases that ended dropped
-        scraped = text_string_to_metric_families(generate_latest(counted.registry).decode())
-        assert [s.value for f in scraped for s in f.samples
-                if s.name == "trawl_leases_total" and s.labels["outcome"] == "dropped"] == [5]
+        assert value(of_registry(counted.registry), "trawl_leases_total", outcome="dropped") == 5
         assert accounted(st) + st["queued"] == st["admitted"] == 9
         # crawl-wide once: the claim stands, so another sweep (another worker's) ends nothing
         assert ctx.drop_sweeper.sweep(["gone.test"]) == 0

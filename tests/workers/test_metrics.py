@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 from frontier.counters import DUPLICATES, ERRORS, ROBOTS_POLICIES
 from frontier.redisclient import client_from_url
 from frontier.redisserver import EmbeddedRedis
 from sandbox import SandboxConfig
 from tests.drillkit import drill_config
+from tests.promtext import Families, of_registry, parse, value
 from tests.webs import SandboxWebs
 from workers.cli.crawl import CrawlWatcher, WorkerPool, init_crawl, summarize
 from workers.cli.main import build_parser
@@ -42,7 +41,6 @@ PARTITIONS = 8
 #: Label names that would put a host or a URL into the series (one series per host: no).
 FORBIDDEN_LABELS = {"host", "url", "ip", "domain", "path"}
 
-Families = dict[str, Metric]
 
 
 @dataclass
@@ -87,18 +85,7 @@ def scrape(port: int) -> Families:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as reply:
         assert reply.headers["Content-Type"].startswith("text/plain")
         text = reply.read().decode()
-    return {f.name: f for f in text_string_to_metric_families(text)}
-
-
-def value(families: Families, sample: str, **labels: str) -> float:
-    """Sum of the samples named ``sample`` whose labels include ``labels``."""
-    family = families.get(re.sub(r"_(total|count|sum|bucket|created)$", "", sample))
-    if family is None:
-        family = families.get(sample)
-    if family is None:
-        return 0.0
-    return sum(s.value for s in family.samples if s.name == sample
-               and all(s.labels.get(k) == v for k, v in labels.items()))
+    return parse(text)
 
 
 def by_label(families: list[Families], sample: str, label: str) -> dict[str, int]:
@@ -288,7 +275,7 @@ def test_negative_control_the_naming_check_flags_bad_series() -> None:
     text = ("# TYPE trawl_pages counter\ntrawl_pages_total{host=\"h001.sandbox.test\"} 3\n"
             "# TYPE trawl_fetch_time_ms gauge\ntrawl_fetch_time_ms 12\n"
             "# TYPE trawl_queue_total gauge\ntrawl_queue_total 1\n")
-    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    fams = parse(text)
     problems = naming_problems(fams)
     assert any("labels" in p for p in problems) and any("names a host" in p for p in problems)
     assert any("_total on a gauge" in p for p in problems)
@@ -341,7 +328,6 @@ def test_prometheus_scrapes_the_port_compose_gives_the_workers() -> None:
 def test_a_scrape_answers_with_redis_away(tmp_path: Path) -> None:
     """Partition figures come from Redis at scrape time: with Redis gone the endpoint still
     answers, saying so in trawl_frontier_read_ok (control: 1 while Redis runs)."""
-    from prometheus_client import generate_latest
 
     from frontier.config import CrawlConfig
     from frontier.frontier import Frontier
@@ -361,8 +347,7 @@ def test_a_scrape_answers_with_redis_away(tmp_path: Path) -> None:
         metrics.registry.register(PartitionCollector(Owner(frontier, {0: "", 2: ""})))
 
         def families() -> Families:
-            text = generate_latest(metrics.registry).decode()
-            return {f.name: f for f in text_string_to_metric_families(text)}
+            return of_registry(metrics.registry)
 
         up = families()
         assert value(up, "trawl_frontier_read_ok") == 1
