@@ -361,7 +361,10 @@ class RevisitPlanner:
             if changed is None:
                 return self._clip(current)
             return self._clip(s.adaptive.next_interval(current, changed))
-        planned = self.interval_at(self.rate_of(history), weight)
+        return self._probed(self.interval_at(self.rate_of(history), weight), history)
+
+    def _probed(self, planned: float, history: VisitHistory | None) -> float:
+        """The plan's interval, or the probe's where a censored page is probed (shorter)."""
         probe = self.probe_s(history)
         return planned if probe is None else min(planned, self._clip(probe))
 
@@ -384,9 +387,7 @@ class RevisitPlanner:
                                s.max_interval_s)
         if s.probe is not None and s.policy in RATE_DRIVEN:
             for i, history in enumerate(histories):
-                probe = self.probe_s(history)
-                if probe is not None:
-                    planned[i] = min(planned[i], self._clip(probe))
+                planned[i] = self._probed(float(planned[i]), history)
         return planned
 
     def _clip(self, interval_s: float) -> float:
