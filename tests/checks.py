@@ -18,7 +18,10 @@ def crawler_entries(entries: Iterable[LogEntry], token: str = "Trawl/") -> list[
     return [e for e in entries if e.ua.startswith(token)]
 
 
-def url_of(e: LogEntry, port: int) -> str:
+def url_of(e: LogEntry, port: int, https_port: int = 0) -> str:
+    """The URL a log entry answered: HTTPS hosts are served on the sandbox's ``https_port``."""
+    if e.scheme == "https":
+        return f"https://{e.host}:{https_port}{e.path}"
     return f"http://{e.host}:{port}{e.path}"
 
 
@@ -62,5 +65,6 @@ def short_gaps(entries: list[LogEntry], min_gap_s: dict[str, float],
 PROBE_PREFIX = "/trawl-probe-"
 
 
-def fetch_counts(entries: list[LogEntry], port: int) -> Counter[str]:
-    return Counter(url_of(e, port) for e in entries if not e.path.startswith(PROBE_PREFIX))
+def fetch_counts(entries: list[LogEntry], port: int, https_port: int = 0) -> Counter[str]:
+    return Counter(url_of(e, port, https_port) for e in entries
+                   if not e.path.startswith(PROBE_PREFIX))

@@ -74,7 +74,7 @@ def judge(d: Drill) -> tuple[Counter[str], dict[str, str]]:
     time.sleep(0.3)  # the server flushes its log every 0.1 s
     entries = crawler_entries(d.web.read_log())
     expected = d.web.site.expected_fetches(d.web.seeds)
-    counts = fetch_counts(entries, d.web.port)
+    counts = fetch_counts(entries, d.web.port, d.web.https_port)
     missing = set(expected) - set(counts)
     assert not missing, f"{len(missing)} URLs never fetched, e.g. {sorted(missing)[:5]}"
     assert set(counts) <= set(expected)

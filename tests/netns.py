@@ -36,6 +36,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -88,7 +89,7 @@ class NetnsCluster:
         self.subnet = subnet
         self.web_ips = web_ips
         self.env = dict(os.environ, TRAWL_NETNS_PREFIX=prefix, TRAWL_NETNS_SUBNET=subnet,
-                        TRAWL_NETNS_WEB_IPS=str(web_ips))
+                        TRAWL_NETNS_WEB_IPS=str(web_ips), TRAWL_PYTHON=sys.executable)
 
     def script(self, *args: str, check: bool = True,
                timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
@@ -171,6 +172,20 @@ class NetnsCluster:
 
     def restore(self, name: str) -> None:
         self.script("restore", name)
+
+    def rtt(self, name: str, ms: float | None, spread: float = 0.0) -> None:
+        """Packets node ``name`` sends to the others wait a round trip of ``ms`` (per source
+        address, spread as ``sandbox.delayline.RttModel``); ``None`` turns it off."""
+        if ms is None:
+            self.script("rtt", name, "off")
+        else:
+            self.script("rtt", name, f"{ms:g}", f"{spread:g}")
+
+    def rtt_stats(self, name: str) -> dict[str, Any]:
+        """The delay line's counters of node ``name`` (packets, bytes, cpu_s, ...), as last
+        written (every 2 s and when it stops); {} before the first write."""
+        path = Path(os.environ.get("TRAWL_NETNS_RUN", "/tmp")) / f"{self.namespace(name)}-rtt.json"
+        return json.loads(path.read_text()) if path.exists() else {}
 
     def status(self) -> str:
         return self.script("status").stdout
@@ -258,7 +273,7 @@ class NetnsWeb(SandboxWeb):
             sys.executable, "-m", "tests.netns", "serve-web",
             "--config", json.dumps(self.config.to_dict()),
             "--ips", ",".join(self.net.web_addresses()), "--log", str(self.log_path),
-            "--port", str(self._port_arg)])
+            "--port", str(self._port_arg), "--https-port", str(self._https_port_arg)])
 
 
 @dataclass
@@ -296,27 +311,49 @@ class NetnsWorkerPool(WorkerPool):
 # -- ``python -m tests.netns serve-web``: the sandbox on given addresses (run in the web node) --
 
 async def _serve_web(args: argparse.Namespace) -> None:
-    from sandbox.requestlog import RequestLog
-    from sandbox.server import bind_all, serve
+    """As ``python -m sandbox`` on ``args.ips``; HTTPS hosts (config.https_share) on a
+    second port with certificates of a CA made here (its PEM in the ready line's ca_path)."""
+    from sandbox.server import bind_all
     from sandbox.site import SandboxSite
 
     config = SandboxConfig(**json.loads(args.config))
     ips = args.ips.split(",")
     socks = bind_all(ips, args.port)
     port = socks[0].getsockname()[1]
-    site = SandboxSite(config, port)
+    https_hosts = SandboxSite(config, port).layout.https_hosts
+    tls_socks = bind_all(ips, args.https_port) if https_hosts else []
+    https_port = tls_socks[0].getsockname()[1] if tls_socks else 0
+    site = SandboxSite(config, port, https_port)
+    with tempfile.TemporaryDirectory(prefix="netns-web-tls-") as tls_dir:
+        await _serve_site(args, site, ips, socks, tls_socks, tls_dir)
+
+
+async def _serve_site(args: argparse.Namespace, site: Any, ips: list[str], socks: list[Any],
+                      tls_socks: list[Any], tls_dir: str) -> None:
+    from sandbox.requestlog import RequestLog
+    from sandbox.server import serve
+
+    certs = None
+    if tls_socks:
+        from sandbox.tls import HostCertificates
+
+        certs = HostCertificates(site.layout.https_hosts, tls_dir)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     ready = asyncio.Event()
-    task = asyncio.create_task(serve(site, RequestLog(args.log), socks, stop, ready))
+    task = asyncio.create_task(serve(site, RequestLog(args.log), socks, stop, ready, tls_socks,
+                                     certs.context if certs else None))
     await asyncio.wait([task, asyncio.create_task(ready.wait())],
                        return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         await task  # startup failed: raise its error
-    print(json.dumps({"port": port, "resolver_map": web_resolver_map(site.resolver_map(), ips),
-                      "seeds": site.seeds(), "log": args.log}), flush=True)
+    info = {"port": site.port, "resolver_map": web_resolver_map(site.resolver_map(), ips),
+            "seeds": site.seeds(), "log": args.log}
+    if certs is not None:
+        info.update(https_port=site.https_port, ca_path=certs.ca_path)
+    print(json.dumps(info), flush=True)
     await task
 
 
@@ -328,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     web.add_argument("--ips", required=True, help="comma-separated addresses to bind")
     web.add_argument("--log", required=True)
     web.add_argument("--port", type=int, default=0)
+    web.add_argument("--https-port", type=int, default=0)
     args = parser.parse_args(argv)
     asyncio.run(_serve_web(args))
     return 0
