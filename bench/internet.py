@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import internet_rtt
 from harness import (
     BENCH,
     PEER_PY,
@@ -37,7 +38,6 @@ from harness import (
     Bench,
     LogEntry,
     SandboxConfig,
-    SandboxWeb,
     cpu_of,
     ensure_py_spy,
     median_run,
@@ -73,6 +73,7 @@ def add_args(ap: argparse.ArgumentParser) -> None:
                         "web of CPU and its answers come late (its loop lag is reported)")
     g.add_argument("--no-latency-off", action="store_true",
                    help="skip Trawl's run on the same web with latency off (its CPU-bound rate)")
+    internet_rtt.add_args(g)
 
 
 def internet_config(hosts: int, pages: int, ips: int, delay_s: float,
@@ -136,6 +137,14 @@ class InternetBench(Bench):
 
     def extra_figures(self, entries: list[LogEntry], a: dict[str, Any]) -> dict[str, Any]:
         return flight_figures(entries, a["first_request"], a["last_request_end"])
+
+    def _run(self, *args: Any, **kw: Any) -> dict[str, Any]:
+        before = internet_rtt.line_stats()
+        res = super()._run(*args, **kw)
+        line = internet_rtt.line_delta(before)
+        if line is not None:  # the delay line's work for this run (bench/internet_rtt.py)
+            res["rtt_line"] = line
+        return res
 
     def _scrapy_cfg(self, mode: str, concurrency: int, redis_url: str, i: int = 0) -> dict:
         cfg = super()._scrapy_cfg(mode, concurrency, redis_url, i)
@@ -235,6 +244,8 @@ def _sweep(bench: InternetBench, values: list[str], run_one, what: str) -> tuple
 
 
 def run_internet(a: argparse.Namespace) -> int:
+    if a.rtt_ms is not None and not internet_rtt.inside():
+        return internet_rtt.run_outside(a)  # runs this again inside the netns harness
     t_begin = time.monotonic()
     runs = a.runs or (1 if a.quick else 3)
     cap = a.internet_cap or (20.0 if a.quick else (a.cap or 150.0))
@@ -247,6 +258,7 @@ def run_internet(a: argparse.Namespace) -> int:
         return 2
     cfg, has_latency = internet_config(a.internet_hosts, a.internet_pages_per_host,
                                        a.internet_ips, a.internet_delay)
+    cfg = internet_rtt.web_config(cfg)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     work = BENCH / "work" / f"internet-{stamp}"
     work.mkdir(parents=True, exist_ok=True)
@@ -264,8 +276,8 @@ def run_internet(a: argparse.Namespace) -> int:
         # the reachable count walks ~120,000 pages (~50 s): skipped in quick mode
         counting = None if a.quick else oracle.submit(reachable_pages, cfg)
         t0 = time.monotonic()
-        with SandboxWeb(cfg, work / "requests.log", prerender=prerender,
-                        start_timeout_s=1200.0, nice=a.web_nice) as web:
+        with internet_rtt.make_web(cfg, work / "requests.log", prerender=prerender,
+                                   start_timeout_s=1200.0, nice=a.web_nice) as web:
             web_start_s = round(time.monotonic() - t0, 1)
             n_pages = counting.result() if counting else None
             print(f"server up in {web_start_s} s (prerendered: {web.prerendered or 'no'}); "
@@ -314,8 +326,9 @@ def run_internet(a: argparse.Namespace) -> int:
             off_cfg, _ = internet_config(a.internet_hosts, a.internet_pages_per_host,
                                          a.internet_ips, a.internet_delay, latency=False)
             print("same web, latency off (Trawl's CPU-bound rate)", flush=True)
-            with SandboxWeb(off_cfg, work / "requests-off.log", prerender=prerender,
-                            start_timeout_s=1200.0, nice=a.web_nice) as web_off:
+            internet_rtt.line_off()
+            with internet_rtt.make_web(off_cfg, work / "requests-off.log", prerender=prerender,
+                                       start_timeout_s=1200.0, nice=a.web_nice) as web_off:
                 ob = InternetBench(web_off, work, a.internet_delay, a.procs, a.threads,
                                    bench.scrapy_concurrency, cap)
                 ob.oracle = False
@@ -371,6 +384,7 @@ def run_internet(a: argparse.Namespace) -> int:
         "sweeps_pages_per_s": sweeps, "results": results, "all_runs": allruns,
         "trawl_latency_off_runs": off_runs, "trawl_ceilings": ceilings,
         "trawl_ratio": ratios, "trawl_ratio_paired": paired,
+        "round_trips": internet_rtt.figures(a),
         "elapsed_s": round(time.monotonic() - t_begin, 1),
     }
     results_dir = Path(a.results)
@@ -383,6 +397,12 @@ def run_internet(a: argparse.Namespace) -> int:
     print(f"internet-like web ({cfg.hosts} hosts, delay {a.internet_delay} s, "
           f"{'latency on' if has_latency else 'NO latency model'}), medians of {runs}:")
     print(table(results))
+    if doc["round_trips"]:
+        rt = doc["round_trips"]
+        print(f"round trips through the netns delay line: {rt['rtt_ms_median']:g} ms median "
+              f"(spread {rt['rtt_spread']:g}, {rt['web_ips']} web addresses); the line's CPU: "
+              + ", ".join(f"{k} {r['rtt_line']['cpu_s']} s / {r['rtt_line']['packets']} packets"
+                          for k, r in results.items() if r.get("rtt_line")))
     print()
     for name, sw in sweeps.items():
         print(f"{name} sweep, pages/s: " + ", ".join(f"{k}: {v:.1f}" for k, v in sw.items()))

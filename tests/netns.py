@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import shutil
@@ -273,7 +274,8 @@ class NetnsWeb(SandboxWeb):
             sys.executable, "-m", "tests.netns", "serve-web",
             "--config", json.dumps(self.config.to_dict()),
             "--ips", ",".join(self.net.web_addresses()), "--log", str(self.log_path),
-            "--port", str(self._port_arg), "--https-port", str(self._https_port_arg)])
+            "--port", str(self._port_arg), "--https-port", str(self._https_port_arg),
+            *(["--prerender"] if self._prerender else [])])
 
 
 @dataclass
@@ -338,6 +340,15 @@ async def _serve_site(args: argparse.Namespace, site: Any, ips: list[str], socks
         from sandbox.tls import HostCertificates
 
         certs = HostCertificates(site.layout.https_hosts, tls_dir)
+    prerendered: dict[str, float] = {}
+    if args.prerender:  # as python -m sandbox --prerender: serving then renders nothing
+        t0 = time.perf_counter()
+        prerendered = {"pages": site.prerender(os.cpu_count() or 1),
+                       "seconds": round(time.perf_counter() - t0, 2)}
+        if certs is not None:
+            certs.warm()
+        gc.collect()
+        gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -353,6 +364,8 @@ async def _serve_site(args: argparse.Namespace, site: Any, ips: list[str], socks
             "seeds": site.seeds(), "log": args.log}
     if certs is not None:
         info.update(https_port=site.https_port, ca_path=certs.ca_path)
+    if prerendered:
+        info["prerendered"] = prerendered
     print(json.dumps(info), flush=True)
     await task
 
@@ -366,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     web.add_argument("--log", required=True)
     web.add_argument("--port", type=int, default=0)
     web.add_argument("--https-port", type=int, default=0)
+    web.add_argument("--prerender", action="store_true", help="render every page first")
     args = parser.parse_args(argv)
     asyncio.run(_serve_web(args))
     return 0
