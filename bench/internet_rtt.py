@@ -8,7 +8,8 @@ round-trip time per web address, lognormal around MS), and the harness itself ru
 inside the w1 node (environment ``TRAWL_BENCH_NETNS``), where every crawler and its Redis run
 as on loopback. So each crawler's handshakes, requests and TCP slow start pay the round trip.
 The server-side ``handshake_rtts`` is turned off (the line does it for real), and the
-latency-off run turns the line off too. Each run reports the line's CPU and packets.
+latency-off run sets the line's round trip to 0 (the same packet path and CPU, no wait).
+Each run reports the line's CPU and packets.
 Needs root and network namespaces (as tests/test_netns_rtt.py).
 """
 
@@ -83,9 +84,11 @@ def make_web(cfg: SandboxConfig, log: Path, **kw: Any) -> SandboxWeb:
 
 
 def line_off() -> None:
-    """No round trips from now on (the latency-off run measures CPU alone)."""
+    """No round trips from now on (the latency-off run measures CPU alone). The line stays
+    with a round trip of 0 ms: its packets take the same path and cost the same CPU, which
+    the crawler would otherwise have for itself."""
     if inside():
-        _cluster().rtt("web", None)
+        _cluster().rtt("web", 0.0)
 
 
 def line_stats() -> dict[str, Any] | None:
