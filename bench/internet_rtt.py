@@ -26,7 +26,6 @@ from typing import Any
 from sandbox import SandboxConfig, SandboxWeb
 
 NETNS_ENV = "TRAWL_BENCH_NETNS"
-PREFIX = "brtt"
 WEB_IPS = 60  # deploy/netns-cluster's most
 
 
@@ -46,7 +45,9 @@ def inside() -> bool:
 def _cluster() -> Any:
     from tests.netns import NetnsCluster
 
-    return NetnsCluster(prefix=os.environ.get(NETNS_ENV) or PREFIX, workers=1, web_ips=WEB_IPS)
+    # a prefix of this run's own: a second bench's teardown cannot take this one's namespaces
+    prefix = os.environ.get(NETNS_ENV) or f"b{os.getpid() % 100000}"
+    return NetnsCluster(prefix=prefix, workers=1, web_ips=WEB_IPS)
 
 
 def run_outside(a: argparse.Namespace) -> int:
@@ -60,10 +61,10 @@ def run_outside(a: argparse.Namespace) -> int:
     net = _cluster()
     with net:
         net.rtt("web", a.rtt_ms, a.rtt_spread)
-        print(f"netns harness {PREFIX}: web on {WEB_IPS} addresses, round trips "
+        print(f"netns harness {net.prefix}: web on {WEB_IPS} addresses, round trips "
               f"{a.rtt_ms:g} ms median (spread {a.rtt_spread:g}); the crawlers run in w1",
               flush=True)
-        env = dict(os.environ, **{NETNS_ENV: PREFIX})
+        env = dict(os.environ, **{NETNS_ENV: net.prefix})
         return subprocess.run(net.argv("w1", [sys.executable, *sys.argv]), env=env).returncode
 
 
@@ -103,7 +104,10 @@ def line_delta(before: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     return {"cpu_s": round(after.get("cpu_s", 0.0) - before.get("cpu_s", 0.0), 2),
             "packets": after.get("packets", 0) - before.get("packets", 0),
-            "dropped_full": after.get("dropped_full", 0) - before.get("dropped_full", 0)}
+            "dropped_full": after.get("dropped_full", 0) - before.get("dropped_full", 0),
+            # how late the line let packets go, since it started (its own lag)
+            "late_mean_ms_so_far": after.get("late_mean_ms"),
+            "late_max_ms_so_far": after.get("late_max_ms")}
 
 
 def figures(a: argparse.Namespace) -> dict[str, Any] | None:

@@ -80,6 +80,10 @@ class LineStats:
     dropped_full: int = 0
     write_errors: int = 0
     max_held: int = 0
+    #: How late packets left against their release time (the line's own lag: a busy machine
+    #: makes the round trips longer than the model's).
+    late_mean_ms: float = 0.0
+    late_max_ms: float = 0.0
     cpu_s: float = 0.0
     wall_s: float = 0.0
 
@@ -110,6 +114,8 @@ class DelayLine:
         self._held: list[tuple[float, int, bytes]] = []
         self._seq = 0
         self._rtt_of: dict[bytes, float] = {}  # 4-byte source address -> seconds
+        self._late_sum = 0.0
+        self._released = 0
 
     def _delay(self, packet: bytes) -> float:
         src = packet[12:16]
@@ -142,7 +148,12 @@ class DelayLine:
         held = self._held
         self.stats.max_held = max(self.stats.max_held, len(held))
         while held and held[0][0] <= now:
-            packet = heapq.heappop(held)[2]
+            due, _, packet = heapq.heappop(held)
+            late = now - due
+            self._late_sum += late
+            self._released += 1
+            if late * 1000.0 > self.stats.late_max_ms:
+                self.stats.late_max_ms = late * 1000.0
             try:
                 os.write(self.fd, packet)
             except OSError:
@@ -174,6 +185,9 @@ class DelayLine:
 
     def _write_stats(self, path: Path, t0: float, cpu0: float) -> None:
         self.stats.cpu_s = round(time.process_time() - cpu0, 3)
+        if self._released:
+            self.stats.late_mean_ms = round(1000.0 * self._late_sum / self._released, 3)
+        self.stats.late_max_ms = round(self.stats.late_max_ms, 3)
         self.stats.wall_s = round(time.monotonic() - t0, 3)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(asdict(self.stats)))
