@@ -7,7 +7,8 @@ addresses, every packet it sends through the delay line (sandbox/delayline.py: a
 round-trip time per web address, lognormal around MS), and the harness itself run again
 inside the w1 node (environment ``TRAWL_BENCH_NETNS``), where every crawler and its Redis run
 as on loopback. So each crawler's handshakes, requests and TCP slow start pay the round trip.
-The server-side ``handshake_rtts`` is turned off (the line does it for real), and the
+The server-side ``handshake_rtts`` and per-host base delay are turned off (the line does
+them for real; runs before 2026-12-08 01:00 kept the base delay, 0-50 ms a request), and the
 latency-off run sets the line's round trip to 0 (the same packet path and CPU, no wait).
 Each run reports the line's CPU and packets.
 Needs root and network namespaces (as tests/test_netns_rtt.py).
@@ -69,9 +70,11 @@ def run_outside(a: argparse.Namespace) -> int:
 
 
 def web_config(cfg: SandboxConfig) -> SandboxConfig:
-    """The line pays the handshakes for real: the server's stand-in for them goes."""
-    if inside() and getattr(cfg, "handshake_rtts", False):
-        return dataclasses.replace(cfg, handshake_rtts=False)
+    """The line charges the network's round trips for real, so the server's stand-ins for
+    them go: the handshakes' waits and each host's base delay (its RTT on loopback). The
+    server then waits only its own time (the lognormal, slow hosts, trickles, failures)."""
+    if inside():
+        return dataclasses.replace(cfg, handshake_rtts=False, latency_max_base_s=0.0)
     return cfg
 
 

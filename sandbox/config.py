@@ -58,6 +58,7 @@ class SandboxConfig:
     #: A connection's first request also waits its handshakes' round trips: one host base
     #: delay for TCP, one more for TLS 1.3. ``tc netem`` would have the kernel charge them, but
     #: the machines this runs on lack sch_netem; on loopback a handshake costs no time at all.
+    #: (The netns harness charges real round trips: ``deploy/netns-cluster rtt``.)
     handshake_rtts: bool = False
     #: Share of hosts served over HTTPS only (sandbox/tls.py), on a second port shared by all
     #: IPs, with a certificate per host name from a CA made at start. Independent of latency.
