@@ -402,6 +402,7 @@ def run_internet(a: argparse.Namespace) -> int:
         print(f"round trips through the netns delay line: {rt['rtt_ms_median']:g} ms median "
               f"(spread {rt['rtt_spread']:g}, {rt['web_ips']} web addresses); the line's CPU: "
               + ", ".join(f"{k} {r['rtt_line']['cpu_s']} s / {r['rtt_line']['packets']} packets"
+                          f" (late {r['rtt_line'].get('late_mean_ms')} ms a packet)"
                           for k, r in results.items() if r.get("rtt_line")))
     print()
     for name, sw in sweeps.items():

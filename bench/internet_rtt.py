@@ -105,11 +105,15 @@ def line_delta(before: dict[str, Any] | None) -> dict[str, Any] | None:
     after = line_stats()
     if before is None or not after:
         return None
-    return {"cpu_s": round(after.get("cpu_s", 0.0) - before.get("cpu_s", 0.0), 2),
-            "packets": after.get("packets", 0) - before.get("packets", 0),
-            "dropped_full": after.get("dropped_full", 0) - before.get("dropped_full", 0),
-            # how late the line let packets go, since it started (its own lag)
-            "late_mean_ms_so_far": after.get("late_mean_ms"),
+    def grew(key: str) -> float:
+        return after.get(key, 0) - before.get(key, 0)
+
+    released = grew("released")
+    return {"cpu_s": round(grew("cpu_s"), 2), "packets": grew("packets"),
+            "dropped_full": grew("dropped_full"),
+            # how late the line let this run's packets go (its own lag on a busy machine:
+            # each round trip was that much longer than the model's)
+            "late_mean_ms": round(grew("late_total_ms") / released, 3) if released else None,
             "late_max_ms_so_far": after.get("late_max_ms")}
 
 

@@ -84,6 +84,9 @@ class LineStats:
     #: makes the round trips longer than the model's).
     late_mean_ms: float = 0.0
     late_max_ms: float = 0.0
+    #: Packets written back, and the sum of their lateness (for the mean over any window).
+    released: int = 0
+    late_total_ms: float = 0.0
     cpu_s: float = 0.0
     wall_s: float = 0.0
 
@@ -185,6 +188,8 @@ class DelayLine:
 
     def _write_stats(self, path: Path, t0: float, cpu0: float) -> None:
         self.stats.cpu_s = round(time.process_time() - cpu0, 3)
+        self.stats.released = self._released
+        self.stats.late_total_ms = round(1000.0 * self._late_sum, 3)
         if self._released:
             self.stats.late_mean_ms = round(1000.0 * self._late_sum / self._released, 3)
         self.stats.late_max_ms = round(self.stats.late_max_ms, 3)
