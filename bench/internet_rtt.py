@@ -2,7 +2,7 @@
 
 On loopback a TCP or TLS handshake costs no time, and the sandbox's ``handshake_rtts`` can
 only wait before a connection's first answer. With ``--rtt-ms`` the bench runs on the netns
-harness instead (``deploy/netns-cluster``, prefix ``brtt``): the web in its node on 60
+harness instead (``deploy/netns-cluster``, a prefix ``b<pid>`` of its own): the web in its node on 60
 addresses, every packet it sends through the delay line (sandbox/delayline.py: a seeded
 round-trip time per web address, lognormal around MS), and the harness itself run again
 inside the w1 node (environment ``TRAWL_BENCH_NETNS``), where every crawler and its Redis run
@@ -105,6 +105,7 @@ def line_delta(before: dict[str, Any] | None) -> dict[str, Any] | None:
     after = line_stats()
     if before is None or not after:
         return None
+
     def grew(key: str) -> float:
         return after.get(key, 0) - before.get(key, 0)
 

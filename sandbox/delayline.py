@@ -78,6 +78,8 @@ class LineStats:
     packets: int = 0
     bytes: int = 0
     dropped_full: int = 0
+    #: Packets that were not IPv4 (the harness turns IPv6 off; none are expected).
+    dropped_not_ipv4: int = 0
     write_errors: int = 0
     max_held: int = 0
     #: How late packets left against their release time (the line's own lag: a busy machine
@@ -137,7 +139,8 @@ class DelayLine:
             except OSError as exc:  # EBADFD: the device was deleted under us
                 raise DeviceGone(str(exc)) from exc
             if len(packet) < 20 or packet[0] >> 4 != 4:
-                continue  # not IPv4 (the harness disables IPv6): nothing to route back
+                self.stats.dropped_not_ipv4 += 1  # the harness disables IPv6
+                continue
             if len(self._held) >= self.max_held:
                 self.stats.dropped_full += 1
                 continue

@@ -77,6 +77,7 @@ def test_line_holds_each_packet_for_its_sources_rtt_in_order() -> None:
     # the fast source's packets overtake the slow one's: the delay is per address
     assert socket.inet_ntoa(got[0][0][12:16]) == fast
     assert line.stats.packets == 40 and line.stats.dropped_full == 0
+    assert line.stats.dropped_not_ipv4 == 1
     assert 0.0 <= line.stats.late_max_ms < 30.0
     inside.close()
     outside.close()
