@@ -20,6 +20,7 @@ from sandbox import SandboxConfig
 from tests.checks import crawler_entries
 from tests.webs import SandboxWebs
 from workers.cli.main import main
+from workers.report.records import load_records
 
 pytestmark = pytest.mark.e2e
 
@@ -27,11 +28,6 @@ DELAY_S = 0.25
 TOTAL_TIMEOUT_S = 2.0
 #: Requests the victim host must have had before the drop (so it is mid-crawl).
 BEFORE_DROP = 3
-
-
-def _records(out: Path) -> list[dict]:
-    return [json.loads(line) for f in sorted((out / "records").glob("*.jsonl"))
-            for line in f.read_text().splitlines() if line.strip()]
 
 
 def test_a_dropped_host_is_left_alone_and_its_urls_end_dropped(
@@ -73,7 +69,7 @@ def test_a_dropped_host_is_left_alone_and_its_urls_end_dropped(
         entries = crawler_entries(web.read_log())
         expected = web.site.expected_fetches(web.seeds)
     summary = json.loads(summary_path.read_text())
-    records = _records(out)
+    records = load_records(out).records
 
     # nothing is lost: every admitted URL ended, the dropped ones with a record each
     assert summary["accounted"] == summary["urls_admitted"], summary

@@ -25,6 +25,7 @@ from tests.checks import crawler_entries, fetch_counts
 from tests.webs import SandboxWebs
 from workers.cli.main import main
 from workers.components.builtin import DEDUP, JSONL_RECORDS, WARC_STORE
+from workers.report.records import load_records
 
 pytestmark = pytest.mark.e2e
 
@@ -60,11 +61,6 @@ def crawl(web: SandboxWeb, redis_url: str, out: Path, *extra: str) -> dict[str, 
     return json.loads(summary_path.read_text())
 
 
-def jsonl_records(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for path in sorted((out / "records").glob("*.jsonl"))
-            for line in path.read_text().splitlines()]
-
-
 def worker_logs(out: Path) -> str:
     return "".join(p.read_text(errors="replace") for p in (out / "logs").glob("worker-*.log"))
 
@@ -96,7 +92,7 @@ def test_sqlite_has_one_row_per_fetched_page_matching_the_jsonl_records(crawls) 
     with sqlite3.connect(out / "pages.sqlite") as db:
         rows = [dict(zip(COLUMNS, r, strict=True))
                 for r in db.execute(f"SELECT {', '.join(COLUMNS)} FROM pages")]
-    pages = [r for r in jsonl_records(out) if r["outcome"] in ("fetched", "truncated")]
+    pages = [r for r in load_records(out).records if r["outcome"] in ("fetched", "truncated")]
     assert len(pages) == summary["pages_fetched"] >= 60
     assert len(rows) == len(pages) == len({r["url"] for r in rows})
     by_url = {r["url"]: r for r in rows}

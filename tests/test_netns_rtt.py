@@ -32,6 +32,7 @@ from sandbox.robots import RobotsKind
 from tests.drillkit import Drill, drill_config, judge, refetched
 from tests.netns import NetnsCluster, NetnsRedis, NetnsWeb, NetnsWorkerPool, netns_unavailable
 from workers.cli.crawl import init_crawl
+from workers.report.records import load_records
 
 REASON = netns_unavailable()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"netns harness: {REASON}")
@@ -172,9 +173,9 @@ def test_a_crawl_over_real_round_trips_is_complete_and_polite(
         pool.stop()
         client.close()
     took = time.monotonic() - t0
-    records = [json.loads(line) for p in sorted((tmp_path / "out").glob("**/*.jsonl"))
-               for line in p.read_text().splitlines() if line.strip()]
-    fetched = [r for r in records if r.get("status") == 200 and r.get("elapsed_s")]
+    read = load_records(tmp_path / "out")
+    assert read.bad_lines == 0
+    fetched = [r for r in read.records if r.get("status") == 200 and r.get("elapsed_s")]
     dupes = refetched(counts, expected)
     assert len(dupes) <= 0.01 * len(expected), dupes[:10]
     pages = sum(1 for kind in expected.values() if kind == "page")
